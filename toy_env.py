@@ -1,0 +1,309 @@
+"""A small text gridworld for language agents, with ground truth the agent never sees.
+
+The agent walks a random maze towards a goal and is paid 1.0 only when it arrives: a sparse,
+delayed reward, the setting Self-Guide (arXiv 2604.03098) was made for. Everything it sees is
+three words a step, for example
+
+    at:3,5 goal:7,1 walls:NW
+
+(its cell, the goal's cell, and which of the four neighbours are blocked by a wall or the
+edge). Because the maze is known to us, every step can be scored against the truth: the
+shortest-path (BFS) distance to the goal before and after it. `info` carries that truth so
+that the agent's own self-assessments can be measured, never shown to the agent.
+
+The module also holds the imperfect demonstrator that gives a tiny model its "pretrained"
+prior (see DESIGN.md, "Stage 0"): it judges its own last step from what it can see and
+remember, says so in one word, and lets that judgement steer its next move.
+
+    python toy_env.py            # print a maze, and the demonstrator's figures on 1,000 seeds
+
+The API follows gymnasium's (reset / step / render) without depending on it.
+"""
+from __future__ import annotations
+
+import random
+import time
+from collections import deque
+
+# --- Vocabulary: every word an observation, guide or action can contain ---
+
+ACTIONS = ("north", "east", "south", "west")
+GUIDES = ("positive", "neutral", "negative")
+MOVES = {"north": (-1, 0), "east": (0, 1), "south": (1, 0), "west": (0, -1)}
+MAX_SIZE = 12  # the vocabulary names every cell of grids up to this size
+
+
+def _cell_word(kind: str, row: int, col: int) -> str:
+    return f"{kind}:{row},{col}"
+
+
+def _walls_word(blocked: str) -> str:
+    return "walls:" + (blocked or "none")
+
+
+def _all_wall_words() -> list[str]:
+    letters = "NESW"
+    words = []
+    for mask in range(16):
+        words.append(_walls_word("".join(c for i, c in enumerate(letters) if mask >> i & 1)))
+    return words
+
+
+VOCAB: tuple[str, ...] = tuple(
+    [_cell_word("at", r, c) for r in range(MAX_SIZE) for c in range(MAX_SIZE)]
+    + [_cell_word("goal", r, c) for r in range(MAX_SIZE) for c in range(MAX_SIZE)]
+    + _all_wall_words()
+)
+"""Every observation word, for any grid up to MAX_SIZE x MAX_SIZE. Guides and actions are
+separate (`GUIDES`, `ACTIONS`) because the agent writes them rather than reads them."""
+
+OBSERVATION_WORDS = 3  # words per observation: position, goal, wall mask
+
+
+def true_polarity(progress: int) -> str:
+    """The guide a perfectly informed agent would write for a step with this true progress.
+
+    A grid is bipartite, so a move between two open cells changes the BFS distance by exactly
+    one: progress is +1 (closer), -1 (farther) or 0 (bumped into a wall and stayed)."""
+    return {1: "positive", 0: "neutral", -1: "negative"}[progress]
+
+
+def bfs_distances(open_cells: set, goal: tuple) -> dict:
+    """Shortest-path distance from every open cell that can reach `goal` to the goal."""
+    distance = {goal: 0}
+    frontier = deque([goal])
+    while frontier:
+        r, c = frontier.popleft()
+        for dr, dc in MOVES.values():
+            nxt = (r + dr, c + dc)
+            if nxt in open_cells and nxt not in distance:
+                distance[nxt] = distance[(r, c)] + 1
+                frontier.append(nxt)
+    return distance
+
+
+# --- The environment ---
+
+class GridWorld:
+    """A random maze with a start at least `min_distance` BFS steps from the goal.
+
+    Each `reset(seed=k)` draws the same layout for the same k, so a GRPO group of G rollouts
+    of "task k" shares one maze. Reward is 1.0 on reaching the goal (terminated), else 0;
+    the episode is truncated after `max_steps` moves.
+    """
+
+    MAX_TRIES = 2000  # layouts drawn per reset before giving up with a clear error
+
+    def __init__(self, size: int = 9, wall_prob: float = 0.3, min_distance: int = 12,
+                 max_steps: int = 24, seed: int | None = None):
+        if not isinstance(size, int) or not 2 <= size <= MAX_SIZE:
+            raise ValueError(f"size must be an integer in [2, {MAX_SIZE}], got {size!r}")
+        if not 0.0 <= wall_prob < 1.0:
+            raise ValueError(f"wall_prob must lie in [0, 1), got {wall_prob!r}")
+        if not isinstance(min_distance, int) or min_distance < 1:
+            raise ValueError(f"min_distance must be a positive integer, got {min_distance!r}")
+        if min_distance > 2 * (size - 1):
+            raise ValueError(
+                f"min_distance={min_distance} is impossible on a {size}x{size} grid: its two "
+                f"farthest cells are 2*(size-1) = {2 * (size - 1)} steps apart")
+        if not isinstance(max_steps, int) or max_steps < 1:
+            raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+        self.size, self.wall_prob = size, wall_prob
+        self.min_distance, self.max_steps = min_distance, max_steps
+        self._rng = random.Random(seed)
+        self._done = True
+        self._position = None
+
+    # The layout: walls, start and goal, all from one seeded RNG.
+    def _generate(self, rng: random.Random):
+        cells = [(r, c) for r in range(self.size) for c in range(self.size)]
+        for _ in range(self.MAX_TRIES):
+            open_cells = {cell for cell in cells if rng.random() >= self.wall_prob}
+            if len(open_cells) < 2:
+                continue
+            goal = rng.choice(sorted(open_cells))
+            distance = bfs_distances(open_cells, goal)
+            starts = sorted(cell for cell, d in distance.items() if d >= self.min_distance)
+            if starts:
+                return open_cells, rng.choice(starts), goal, distance
+        raise RuntimeError(
+            f"no {self.size}x{self.size} maze with wall_prob={self.wall_prob} had a start "
+            f"{self.min_distance} steps from the goal in {self.MAX_TRIES} tries; "
+            f"lower wall_prob or min_distance")
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        """Draw a new task; the same `seed` always gives the same maze, start and goal."""
+        if options:
+            raise ValueError(f"GridWorld.reset takes no options, got {sorted(options)}")
+        if seed is not None:
+            self._rng = random.Random(seed)
+        self._open, self._position, self._goal, self._distance = self._generate(self._rng)
+        self._optimal_steps = self._distance[self._position]
+        self._visited = {self._position}
+        self._steps = 0
+        self._done = False
+        info = self._info(progress=0, bumped=False, revisited=False)
+        return self._observe(), info
+
+    def step(self, action: str):
+        """Move one cell; a wall or the edge leaves the agent where it was (`info['bumped']`)."""
+        if action not in MOVES:
+            raise ValueError(f"unknown action {action!r}; valid actions are {', '.join(ACTIONS)}")
+        if self._done:
+            raise RuntimeError("the episode has ended (or never started): call reset() first")
+        before = self._distance[self._position]
+        dr, dc = MOVES[action]
+        target = (self._position[0] + dr, self._position[1] + dc)
+        bumped = target not in self._open
+        if not bumped:
+            self._position = target
+        revisited = not bumped and target in self._visited
+        self._visited.add(self._position)
+        self._steps += 1
+        terminated = self._position == self._goal
+        truncated = not terminated and self._steps >= self.max_steps
+        self._done = terminated or truncated
+        info = self._info(progress=before - self._distance[self._position],
+                          bumped=bumped, revisited=revisited)
+        return self._observe(), float(terminated), terminated, truncated, info
+
+    def blocked(self, cell=None) -> str:
+        """Letters (of NESW) of the directions in which `cell` (default: the agent's) is walled."""
+        r, c = self._position if cell is None else cell
+        return "".join(letter for letter, (dr, dc) in zip("NESW", MOVES.values())
+                       if (r + dr, c + dc) not in self._open)
+
+    def _observe(self) -> str:
+        return " ".join([_cell_word("at", *self._position), _cell_word("goal", *self._goal),
+                         _walls_word(self.blocked())])
+
+    def _info(self, progress: int, bumped: bool, revisited: bool) -> dict:
+        return {"distance": self._distance[self._position],
+                "optimal_steps": self._optimal_steps,
+                "progress": progress, "bumped": bumped, "revisited": revisited,
+                "success": self._position == self._goal, "steps": self._steps,
+                "position": self._position, "goal": self._goal}
+
+    def render(self) -> str:
+        """The map, one row per line: '#' wall, '.' floor, 'A' agent, 'G' goal."""
+        if self._position is None:
+            raise RuntimeError("nothing to render yet: call reset() first")
+        rows = []
+        for r in range(self.size):
+            row = ""
+            for c in range(self.size):
+                cell = (r, c)
+                row += ("A" if cell == self._position else "G" if cell == self._goal
+                        else "." if cell in self._open else "#")
+            rows.append(row)
+        return "\n".join(rows)
+
+
+def parse_observation(observation: str):
+    """(position, goal, blocked letters) from an observation string; ValueError if malformed."""
+    words = observation.split()
+    try:
+        at, goal, walls = words
+        position = tuple(int(v) for v in at.removeprefix("at:").split(","))
+        target = tuple(int(v) for v in goal.removeprefix("goal:").split(","))
+        if not (at.startswith("at:") and goal.startswith("goal:") and walls.startswith("walls:")):
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"malformed observation {observation!r}; expected "
+                         f"'at:R,C goal:R,C walls:LETTERS'") from None
+    blocked = walls.removeprefix("walls:")
+    return position, target, "" if blocked == "none" else blocked
+
+
+# --- The imperfect demonstrator (the Stage 0 prior's teacher) ---
+
+def demonstrator_guide(position, previous, visited, goal) -> str:
+    """Self-assessment of the last step from what the agent can see and remember.
+
+    Stayed put (bumped) -> neutral; stepped back onto a cell seen before -> negative (it
+    reads backtracking as a loop, which is often wrong: leaving a dead end is real progress);
+    a new cell -> positive if it is closer to the goal by Manhattan distance, else negative.
+    Never uses the BFS ground truth."""
+    if position == previous:
+        return "neutral"
+    if position in visited:
+        return "negative"
+    manhattan = lambda cell: abs(cell[0] - goal[0]) + abs(cell[1] - goal[1])  # noqa: E731
+    return "positive" if manhattan(position) < manhattan(previous) else "negative"
+
+
+def demonstrator_action(guide, position, goal, blocked, last_action, visited, rng,
+                        epsilon: float) -> str:
+    """The next move, reacting to the demonstrator's own guide.
+
+    positive: keep going the same way if that way is open and new (momentum);
+    otherwise, or after neutral / negative: prefer open, unvisited neighbours, closest to
+    the goal by Manhattan distance first; with probability `epsilon` a random move."""
+    if rng.random() < epsilon:
+        return rng.choice(ACTIONS)
+    open_moves = [a for a, letter in zip(ACTIONS, "NESW") if letter not in blocked]
+    neighbour = {a: (position[0] + MOVES[a][0], position[1] + MOVES[a][1]) for a in open_moves}
+    fresh = [a for a in open_moves if neighbour[a] not in visited]
+    if guide == "positive" and last_action in fresh:
+        return last_action
+    if not fresh:
+        return rng.choice(open_moves) if open_moves else rng.choice(ACTIONS)
+    manhattan = lambda a: abs(neighbour[a][0] - goal[0]) + abs(neighbour[a][1] - goal[1])  # noqa: E731
+    best = min(manhattan(a) for a in fresh)
+    return rng.choice([a for a in fresh if manhattan(a) == best])
+
+
+def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15):
+    """Play one episode of task `seed` with the demonstrator.
+
+    Returns (steps, infos): steps is a list of (observation, guide, action), where the guide
+    judges the step that led to the observation (the first guide has nothing to judge and is
+    "neutral"); infos[i] is the environment's truth after action i."""
+    rng = random.Random(f"demonstrator-{seed}")
+    observation, _ = env.reset(seed=seed)
+    position, goal, blocked = parse_observation(observation)
+    previous, last_action, visited = position, None, set()
+    steps, infos, done = [], [], False
+    while not done:
+        guide = demonstrator_guide(position, previous, visited, goal)
+        visited.add(position)
+        action = demonstrator_action(guide, position, goal, blocked, last_action, visited,
+                                     rng, epsilon)
+        steps.append((observation, guide, action))
+        observation, _, terminated, truncated, info = env.step(action)
+        infos.append(info)
+        done = terminated or truncated
+        previous, last_action = position, action
+        position, goal, blocked = parse_observation(observation)
+    return steps, infos
+
+
+def demonstrator_report(env: GridWorld, seeds) -> dict:
+    """Success rate, and how well the demonstrator's guide agrees with true progress:
+    accuracy, and balanced accuracy (mean recall over the three polarities, because about
+    two thirds of steps are truly positive and few are neutral)."""
+    successes = 0
+    confusion = {(truth, guide): 0 for truth in GUIDES for guide in GUIDES}
+    for seed in seeds:
+        steps, infos = demonstrate(env, seed)
+        successes += infos[-1]["success"]
+        # guide i+1 judges action i, whose truth is infos[i]
+        for (_, guide, _), info in zip(steps[1:], infos):
+            confusion[(true_polarity(info["progress"]), guide)] += 1
+    judged = sum(confusion.values())
+    recalls = [confusion[(c, c)] / n for c in GUIDES
+               if (n := sum(confusion[(c, g)] for g in GUIDES))]
+    return {"success": successes / len(seeds),
+            "guide_accuracy": sum(confusion[(c, c)] for c in GUIDES) / max(judged, 1),
+            "guide_balanced_accuracy": sum(recalls) / max(len(recalls), 1)}
+
+
+if __name__ == "__main__":
+    world = GridWorld()
+    world.reset(seed=0)
+    print(world.render(), "\n")
+    start = time.perf_counter()
+    report = demonstrator_report(world, range(1000))
+    print(f"demonstrator on 1,000 seeds: success {report['success']:.3f}; its guide agrees with "
+          f"true progress {report['guide_accuracy']:.3f} (balanced "
+          f"{report['guide_balanced_accuracy']:.3f}); {time.perf_counter() - start:.2f} s")
