@@ -1,0 +1,775 @@
+"""Self-Guide in one file: a language agent that judges its own progress, and learns from it.
+
+Re-implements "Co-Evolution of Policy and Internal Reward for Language Agents" (Self-Guide,
+arXiv 2604.03098) at toy scale. At every step the agent first writes a one-word
+self-assessment z_t (positive / neutral / negative), then an action a_t conditioned on it. The
+same word becomes a step reward r_t = g(z_t) in {+0.1, 0, -0.1} that GRPO adds to the sparse
+success reward, R = R_env + lambda(u) * sum_t r_t, under a trust schedule lambda(u). One
+objective trains the policy and its own internal reward together.
+
+The agent is a tiny GPT-2 (transformers' GPT2LMHeadModel) and the world a text maze
+(toy_env.py) whose true shortest-path distances let us score every self-assessment: something
+the paper could not measure.
+
+    python selfguide.py                       # the full method from a cached prior (minutes on a CPU)
+    python selfguide.py --variant grpo        # env reward only; also: sg (guide, lambda = 0)
+    python selfguide.py --bench               # rollout with / without KV cache, Stage 0 time
+    python selfguide.py --eval-only --init-from runs/sg_gr-seed0
+    python selfguide.py --help                # every setting, with its default
+
+Departures from the paper (each a setting; the paper's choice is one flag away):
+1. A "Stage 0" prior stands in for the pretrained LLM. A model trained from scratch does not
+   know what "positive" means, so we first clone an imperfect demonstrator (toy_env) whose
+   moves react to its own heuristic self-assessment. That prior is the reference policy of
+   the KL term, and the starting point of every variant.
+2. Decoding is constrained: the guide slot samples among the three guide words and the action
+   slot among the four moves, so no rollout is wasted on unreadable text. The paper's
+   "unreadable guide counts as neutral" rule is kept in guide_to_reward for completeness.
+3. The group standard deviation is the population one (see group_advantages).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import hashlib
+import json
+import math
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+import toy_env
+from toy_env import ACTIONS, GUIDES, GridWorld
+
+
+def setting(default, help: str, choices=None):
+    """A Config field that documents itself; the command line is generated from these."""
+    return field(default=default, metadata={"help": help, "choices": choices})
+
+
+@dataclass
+class Config:
+    # the environment (toy_env.GridWorld)
+    size: int = setting(9, "maze side length")
+    wall_prob: float = setting(0.3, "probability that a cell is a wall")
+    min_distance: int = setting(12, "shortest path from start to goal is at least this long")
+    max_steps: int = setting(24, "moves before an episode is truncated")
+    # the policy: a tiny GPT-2
+    n_layer: int = setting(1, "transformer layers")
+    n_embd: int = setting(64, "embedding width")
+    n_head: int = setting(4, "attention heads")
+    # Stage 0: behaviour cloning of the demonstrator (stands in for LLM pretraining)
+    prior_episodes: int = setting(8000, "demonstrator episodes to clone (each used in both formats)")
+    prior_epochs: int = setting(2, "passes over the demonstration corpus")
+    prior_batch: int = setting(64, "sequences per cloning update")
+    prior_lr: float = setting(3e-3, "peak learning rate of cloning (cosine decay)")
+    prior_cache: str = setting("runs/priors", "folder where priors are cached, keyed by their settings")
+    # Self-Guide
+    variant: str = setting("sg_gr", "grpo: env reward, no guide slot; sg: guide, lambda = 0; "
+                                    "sg_gr: guide + guide reward under --schedule",
+                           ["grpo", "sg", "sg_gr"])
+    schedule: str = setting("trapezoid", "trust schedule lambda(u) for sg_gr",
+                            ["trapezoid", "immediate", "never", "no_anneal"])
+    enter_at: float = setting(0.5, "fraction of training at which lambda starts to rise")
+    internal_return: str = setting("sum", "sum: the paper's sum_t r_t; mean: length-neutral guard",
+                                   ["sum", "mean"])
+    guide_advantage: str = setting("composite", "advantage of guide tokens: composite (paper) or "
+                                                "env (guard: a guide is never paid for its own reward)",
+                                   ["composite", "env"])
+    kl_guide: float = setting(0.0, "k3 KL weight to the prior on guide tokens (guard)")
+    kl_action: float = setting(0.0, "k3 KL weight to the prior on action tokens")
+    # GRPO
+    iterations: int = setting(150, "GRPO iterations")
+    tasks_per_iter: int = setting(16, "tasks (groups) per iteration")
+    group_size: int = setting(8, "rollouts per task, G")
+    lr: float = setting(2e-4, "AdamW learning rate of GRPO")
+    update_epochs: int = setting(2, "passes over each iteration's rollouts")
+    minibatches: int = setting(4, "minibatches per pass; more than one makes the clip act")
+    clip: float = setting(0.2, "PPO clip range of the importance ratio")
+    max_grad_norm: float = setting(1.0, "gradient clipping")
+    temperature: float = setting(1.0, "sampling temperature of rollouts during training")
+    advantage: str = setting("grpo", "grpo: (R - mean) / std; drgrpo: R - mean (Dr. GRPO)",
+                             ["grpo", "drgrpo"])
+    # evaluation and bookkeeping
+    eval_tasks: int = setting(500, "held-out tasks (a seed range never used in training)")
+    eval_every: int = setting(25, "iterations between held-out evaluations")
+    seed: int = setting(0, "seeds torch, Python's random, the tasks and the prior")
+    device: str = setting("auto", "auto, cpu, cuda or cuda:N")
+    threads: int = setting(0, "CPU threads for torch (0: torch's default)")
+    out: str = setting("", "run folder (default runs/<variant>-seed<seed>)")
+    init_from: str = setting("", "start from this saved policy instead of the prior")
+    eval_only: bool = setting(False, "only evaluate --init-from (or the prior) and exit")
+    bench: bool = setting(False, "print rollout (cached vs recomputed) and Stage 0 timings and exit")
+
+    def __post_init__(self):
+        positive = ["max_steps", "n_layer", "n_embd", "n_head", "prior_episodes", "prior_epochs",
+                    "prior_batch", "iterations", "tasks_per_iter", "group_size", "update_epochs",
+                    "minibatches", "eval_tasks", "eval_every"]
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"--n-embd ({self.n_embd}) must be divisible by --n-head ({self.n_head})")
+        if not 0.0 <= self.enter_at <= 1.0:
+            raise ValueError("--enter-at is a fraction of training, in [0, 1]")
+        if self.temperature <= 0 or self.clip <= 0 or self.lr <= 0 or self.prior_lr <= 0:
+            raise ValueError("--temperature, --clip, --lr and --prior-lr must be positive")
+        if self.kl_guide < 0 or self.kl_action < 0:
+            raise ValueError("KL weights must not be negative")
+        if self.minibatches > self.tasks_per_iter * self.group_size:
+            raise ValueError("--minibatches cannot exceed the rollouts per iteration")
+        GridWorld(self.size, self.wall_prob, self.min_distance, self.max_steps)  # its own checks
+
+    @property
+    def guided(self) -> bool:
+        return self.variant != "grpo"
+
+
+def parse_config(argv=None) -> Config:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    for f in dataclasses.fields(Config):
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(f.default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default,
+                                help=f.metadata["help"])
+        else:
+            parser.add_argument(flag, type=type(f.default), default=f.default,
+                                choices=f.metadata["choices"], help=f.metadata["help"])
+    args = parser.parse_args(argv)
+    try:
+        return Config(**vars(args))
+    except ValueError as error:
+        parser.error(str(error))  # exits with a usage line, never a traceback
+
+
+# --- Vocabulary and tokenizer: one word, one token ---
+# Observation words come from toy_env; guide and action words are the ones the agent writes.
+# The mode token says whether the episode has a guide slot, so one prior can act both ways
+# (the paper's "ReAct" and "ReAct w/ SG").
+
+SPECIAL = ["<pad>", "<unk>", "<bos>", "<eos>", "<guided>", "<unguided>"]
+WORDS = SPECIAL + list(GUIDES) + list(ACTIONS) + list(toy_env.VOCAB)
+WORD_ID = {word: i for i, word in enumerate(WORDS)}
+PAD, BOS, EOS, GUIDED, UNGUIDED = (WORD_ID[w] for w in ["<pad>", "<bos>", "<eos>", "<guided>",
+                                                         "<unguided>"])
+GUIDE_IDS = [WORD_ID[w] for w in GUIDES]
+ACTION_IDS = [WORD_ID[w] for w in ACTIONS]
+# Every token records the slot it fills; masks are built from these, never from token ids.
+SLOT_CONTEXT, SLOT_GUIDE, SLOT_ACTION = 0, 1, 2
+assert PAD == SLOT_CONTEXT == 0  # right-padding a stream with zeros pads tokens and slots alike
+
+
+def build_tokenizer():
+    """A word-level PreTrainedTokenizerFast over WORDS, built in code (nothing downloaded)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    backend = Tokenizer(models.WordLevel(vocab=WORD_ID, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>",
+                                   bos_token="<bos>", eos_token="<eos>")
+
+
+def slot_vocab_mask(device) -> torch.Tensor:
+    """(3, V) bool: which words each slot may hold. Context positions are unconstrained."""
+    mask = torch.zeros(3, len(WORDS), dtype=torch.bool, device=device)
+    mask[SLOT_CONTEXT] = True
+    mask[SLOT_GUIDE, GUIDE_IDS] = True
+    mask[SLOT_ACTION, ACTION_IDS] = True
+    return mask
+
+
+# --- Policy: a tiny GPT-2 ---
+
+def episode_length(max_steps: int) -> int:
+    """Tokens in the longest episode: <bos> <mode>, then per step 3 observation words, a guide
+    and an action."""
+    return 2 + max_steps * (toy_env.OBSERVATION_WORDS + 2)
+
+
+def make_policy(cfg: Config):
+    from transformers import GPT2Config, GPT2LMHeadModel
+    config = GPT2Config(
+        vocab_size=len(WORDS), n_positions=episode_length(cfg.max_steps), n_embd=cfg.n_embd,
+        n_layer=cfg.n_layer, n_head=cfg.n_head,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,  # dropout off: rollout and update
+        bos_token_id=BOS, eos_token_id=EOS)  # see the same network
+    return GPT2LMHeadModel(config)
+
+
+def token_logprobs(policy, tokens, slots, temperature: float = 1.0) -> torch.Tensor:
+    """log pi(token) for every generated token, under the same constrained, tempered
+    distribution the rollout sampled from; 0 at context positions.
+
+    tokens, slots: (N, L). Returns (N, L), aligned with tokens."""
+    logits = policy(tokens).logits[:, :-1]                       # (N, L-1, V): p predicts p+1
+    allowed = slot_vocab_mask(tokens.device)[slots[:, 1:]]       # (N, L-1, V)
+    logp = torch.log_softmax(logits.masked_fill(~allowed, -math.inf) / temperature, dim=-1)
+    chosen = logp.gather(-1, tokens[:, 1:, None]).squeeze(-1)    # (N, L-1)
+    chosen = F.pad(chosen, (1, 0))                               # (N, L)
+    return torch.where(slots != SLOT_CONTEXT, chosen, torch.zeros_like(chosen))
+
+
+# --- Stage 0: the prior (stands in for the pretrained LLM; DESIGN.md "Why a Stage 0 prior") ---
+
+PRIOR_SEED_BASE = 10**8  # demonstrations use their own task seeds ...
+EVAL_SEED_BASE = 10**9   # ... and the held-out tasks yet another range
+
+
+def make_env(cfg: Config) -> GridWorld:
+    return GridWorld(cfg.size, cfg.wall_prob, cfg.min_distance, cfg.max_steps)
+
+
+def encode_episode(steps, guided: bool):
+    """A demonstrator episode [(observation, guide, action), ...] as the token stream the
+    rollout writes: [<bos>, <mode>, obs_1, guide_1, action_1, obs_2, ...]; returns
+    (token ids, slots) as lists."""
+    tokens, slots = [BOS, GUIDED if guided else UNGUIDED], [SLOT_CONTEXT, SLOT_CONTEXT]
+    for observation, guide, action in steps:
+        words = observation.split()
+        tokens += [WORD_ID[w] for w in words]
+        slots += [SLOT_CONTEXT] * len(words)
+        if guided:
+            tokens.append(WORD_ID[guide])
+            slots.append(SLOT_GUIDE)
+        tokens.append(WORD_ID[action])
+        slots.append(SLOT_ACTION)
+    return tokens, slots
+
+
+def demonstration_corpus(cfg: Config):
+    """(tokens, slots), each (2 * prior_episodes, L): every episode in both formats."""
+    env, sequences = make_env(cfg), []
+    for i in tqdm(range(cfg.prior_episodes), desc="demonstrations", leave=False):
+        steps, _ = toy_env.demonstrate(env, seed=PRIOR_SEED_BASE + cfg.seed * 10**6 + i)
+        sequences += [encode_episode(steps, guided=True), encode_episode(steps, guided=False)]
+    length = episode_length(cfg.max_steps)
+    tokens = torch.full((len(sequences), length), PAD)
+    slots = torch.full((len(sequences), length), SLOT_CONTEXT)
+    for row, (ids, kinds) in enumerate(sequences):
+        tokens[row, :len(ids)] = torch.tensor(ids)
+        slots[row, :len(kinds)] = torch.tensor(kinds)
+    return tokens, slots
+
+
+def clone_demonstrator(policy, tokens, slots, cfg: Config, device, desc="Stage 0 cloning"):
+    """Behaviour cloning: maximise log pi of the demonstrator's guides and actions only."""
+    generator = torch.Generator().manual_seed(cfg.seed)
+    updates = cfg.prior_epochs * math.ceil(len(tokens) / cfg.prior_batch)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.prior_lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda i: 0.5 * (1 + math.cos(math.pi * i / updates)))
+    losses = []
+    with tqdm(total=updates, desc=desc, leave=False) as bar:
+        for _ in range(cfg.prior_epochs):
+            for batch in torch.randperm(len(tokens), generator=generator).split(cfg.prior_batch):
+                batch_tokens, batch_slots = tokens[batch].to(device), slots[batch].to(device)
+                logp = token_logprobs(policy, batch_tokens, batch_slots)
+                loss = -logp.sum() / (batch_slots != SLOT_CONTEXT).sum()
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                schedule.step()
+                losses.append(loss.item())
+                bar.update()
+                bar.set_postfix(loss=f"{loss.item():.3f}")
+    return losses
+
+
+def prior_key(cfg: Config) -> str:
+    """The settings a prior depends on; a change to any of them trains a new one."""
+    names = ["size", "wall_prob", "min_distance", "max_steps", "n_layer", "n_embd", "n_head",
+             "prior_episodes", "prior_epochs", "prior_batch", "prior_lr", "seed"]
+    text = json.dumps({n: getattr(cfg, n) for n in names}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def load_or_train_prior(cfg: Config, device):
+    """The Stage 0 prior for these settings, from the cache if it is there."""
+    from transformers import AutoModelForCausalLM
+    folder = Path(cfg.prior_cache) / f"prior-{prior_key(cfg)}"
+    if (folder / "model.safetensors").exists():
+        return AutoModelForCausalLM.from_pretrained(folder).to(device).eval()
+    torch.manual_seed(cfg.seed)
+    policy = make_policy(cfg).to(device)
+    start = time.perf_counter()
+    losses = clone_demonstrator(policy, *demonstration_corpus(cfg), cfg, device)
+    tqdm.write(f"Stage 0 prior: cloned {cfg.prior_episodes} episodes x 2 formats in "
+               f"{time.perf_counter() - start:.0f} s, final loss {losses[-1]:.3f} -> {folder}")
+    save_policy(policy, folder)
+    return policy.eval()
+
+
+def save_policy(policy, folder: Path):
+    """Model and tokenizer in the ordinary transformers format (AutoModelForCausalLM loads it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    policy.save_pretrained(folder)
+    build_tokenizer().save_pretrained(folder)
+
+
+def load_policy(folder: str, cfg: Config, device):
+    from transformers import AutoModelForCausalLM
+    path = Path(folder)
+    if not (path / "config.json").exists():
+        raise SystemExit(f"error: {folder!r} holds no saved policy (no config.json); "
+                         f"give a folder written by selfguide.py")
+    policy = AutoModelForCausalLM.from_pretrained(path).to(device).eval()
+    if policy.config.vocab_size != len(WORDS):
+        raise SystemExit(f"error: {folder!r} was trained with another vocabulary "
+                         f"({policy.config.vocab_size} words, this file has {len(WORDS)})")
+    if policy.config.n_positions < episode_length(cfg.max_steps):
+        raise SystemExit(f"error: {folder!r} holds episodes of at most {policy.config.n_positions} "
+                         f"tokens, too few for --max-steps {cfg.max_steps}")
+    return policy
+
+
+# --- Rollout: all episodes advance together, one token stream each, KV-cached ---
+
+@dataclass
+class Rollouts:
+    """A batch of N finished episodes; T = max_steps, L = their token length."""
+    tokens: torch.Tensor         # (N, L) <pad> after an episode ends
+    slots: torch.Tensor          # (N, L) SLOT_GUIDE / SLOT_ACTION where the policy wrote
+    logprobs: torch.Tensor       # (N, L) log-prob under the sampling distribution; 0 in context
+    guide_rewards: torch.Tensor  # (N, T) r_t = g(z_t) of each step's guide; 0 after the end
+    guides: torch.Tensor         # (N, T) index into GUIDES of the guide written; -1 if none
+    truths: torch.Tensor         # (N, T) index into GUIDES of the true progress the guide
+                                 #        judges (the previous move); -1 at t = 0 or no step
+    env_return: torch.Tensor     # (N,) R_env: 1.0 on success
+    steps: torch.Tensor          # (N,) moves taken
+    optimal: torch.Tensor        # (N,) shortest path at the start
+
+
+def sample_slot(logits, slot: int, allowed, temperature: float, greedy: bool, generator):
+    """Constrained decoding: one token id per row among the slot's words. logits (N, V).
+    Returns the ids and their log-probs, each (N,)."""
+    logp = torch.log_softmax(logits.masked_fill(~allowed[slot], -math.inf) / temperature, -1)
+    if greedy:
+        choice = logp.argmax(-1)
+    else:
+        choice = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
+    return choice, logp.gather(-1, choice[:, None]).squeeze(-1)
+
+
+@torch.no_grad()
+def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greedy=False,
+            use_cache=True) -> Rollouts:
+    """Play one episode per task seed. With use_cache a DynamicCache makes each step cost only
+    its new tokens; without it every step re-reads the whole context (the --bench baseline)."""
+    from transformers import DynamicCache
+    device = next(policy.parameters()).device
+    allowed = slot_vocab_mask(device)
+    envs = [make_env(cfg) for _ in task_seeds]
+    observations, optimal = [], []
+    for env, seed in zip(envs, task_seeds):
+        observation, info = env.reset(seed=seed)
+        observations.append(observation)
+        optimal.append(info["optimal_steps"])
+    n, horizon = len(envs), cfg.max_steps
+    guide_index_of = torch.full((len(WORDS),), -1, device=device)  # token id -> index in GUIDES
+    guide_index_of[GUIDE_IDS] = torch.arange(len(GUIDES), device=device)
+    guide_reward_of = torch.tensor([guide_to_reward(w) for w in GUIDES], device=device)
+    active = torch.ones(n, dtype=torch.bool, device=device)
+    guides = torch.full((n, horizon), -1, dtype=torch.long, device=device)
+    truths = torch.full((n, horizon), -1, dtype=torch.long, device=device)
+    env_return = torch.zeros(n, device=device)
+    steps = torch.zeros(n, dtype=torch.long, device=device)
+    previous_truth = [-1] * n
+    columns = []  # (tokens, slots, logprobs) blocks, each (n, k), in stream order
+    cache = DynamicCache(config=policy.config) if use_cache else None
+
+    def write(tokens, slot, logprobs=None):
+        slots = torch.where(active[:, None], slot, SLOT_CONTEXT).expand_as(tokens)
+        logprobs = torch.zeros(tokens.shape, device=device) if logprobs is None else logprobs
+        columns.append((tokens, slots, torch.where(slots != SLOT_CONTEXT, logprobs, 0.0)))
+
+    def next_logits(new_tokens):  # (n, V) at the last position
+        if use_cache:
+            return policy(new_tokens, cache=cache, use_cache=True).logits[:, -1]
+        return policy(torch.cat([c[0] for c in columns], 1)).logits[:, -1]
+
+    pending = torch.tensor([[BOS, GUIDED if guided else UNGUIDED]] * n, device=device)
+    write(pending, SLOT_CONTEXT)
+    for t in range(horizon):
+        seen = torch.tensor([[WORD_ID[w] for w in o.split()] for o in observations], device=device)
+        seen = torch.where(active[:, None], seen, PAD)                       # (n, 3)
+        write(seen, SLOT_CONTEXT)
+        pending = torch.cat([pending, seen], 1)
+        if guided:  # z_t ~ pi(. | h_{t-1}, o_t): judge before acting
+            guide, logp = sample_slot(next_logits(pending), SLOT_GUIDE, allowed,
+                                      cfg.temperature, greedy, generator)
+            guides[:, t] = torch.where(active, guide_index_of[guide], -1)
+            truths[:, t] = torch.where(active, torch.tensor(previous_truth, device=device), -1)
+            pending = torch.where(active, guide, PAD)[:, None]
+            write(pending, SLOT_GUIDE, logp[:, None])
+        # a_t ~ pi(. | h_{t-1}, o_t, z_t)
+        action, logp = sample_slot(next_logits(pending), SLOT_ACTION, allowed,
+                                   cfg.temperature, greedy, generator)
+        pending = torch.where(active, action, PAD)[:, None]
+        write(pending, SLOT_ACTION, logp[:, None])
+        # finished episodes stop stepping their environment; they only pad the batch
+        for i in active.nonzero().flatten().tolist():
+            observations[i], reward, terminated, truncated, info = envs[i].step(WORDS[action[i]])
+            previous_truth[i] = GUIDES.index(toy_env.true_polarity(info["progress"]))
+            env_return[i] += reward
+            steps[i] += 1
+            if terminated or truncated:
+                active[i] = False
+        if not active.any():
+            break
+    tokens, slots, logprobs = (torch.cat(parts, 1) for parts in zip(*columns))
+    guide_rewards = torch.where(guides >= 0, guide_reward_of[guides.clamp(min=0)], 0.0)
+    return Rollouts(tokens, slots, logprobs, guide_rewards, guides, truths, env_return, steps,
+                    torch.tensor(optimal, device=device))
+
+
+# --- Self-Guide: guide-to-reward conversion (Sec. 3, r_t = g(z_t)) ---
+
+GUIDE_REWARD = {"positive": 0.1, "neutral": 0.0, "negative": -0.1}
+
+
+def guide_to_reward(text: str) -> float:
+    """r_t = g(z_t): the polarity of the first guide word in the text; unreadable -> 0."""
+    for word in str(text).lower().replace(",", " ").replace(".", " ").split():
+        if word in GUIDE_REWARD:
+            return GUIDE_REWARD[word]
+    return 0.0
+
+
+# --- Self-Guide: stage-wise trust schedule lambda(u) ("trust follows competence") ---
+
+def trust_schedule(iteration: int, total: int, kind: str = "trapezoid",
+                   enter_at: float = 0.5) -> float:
+    """lambda(u) for training iteration u in 1..total.
+
+    trapezoid (the paper, 80 iterations: 0-40 warm-up at 0, 40-50 linear to 1, 50-70 at 1,
+    70-80 linear back to 0), here as fractions of training: 0 until enter_at (0.5), rising
+    over 1/8 of training, 1 until 7/8, falling to 0 at the last iteration. no_anneal drops
+    the fall; immediate is 1 throughout; never is 0 throughout."""
+    if kind == "never":
+        return 0.0
+    if kind == "immediate":
+        return 1.0
+    u, ramp = iteration / total, 0.125
+    rise = min(max((u - enter_at) / ramp, 0.0), 1.0)
+    if kind == "no_anneal":
+        return rise
+    if kind == "trapezoid":
+        return min(rise, min(max((1.0 - u) / ramp, 0.0), 1.0))
+    raise ValueError(f"unknown trust schedule {kind!r}; use trapezoid, immediate, never or no_anneal")
+
+
+# --- Self-Guide: composite return (Sec. 3, R(tau; u) = R_env(tau) + lambda(u) * sum_t r_t) ---
+
+def composite_return(env_return, guide_rewards, steps, trust: float, length_neutral=False):
+    """env_return, steps: (N,); guide_rewards: (N, T). Returns (R, internal_return), each (N,).
+
+    length_neutral replaces the sum by the mean over the episode's steps: with the sum, a
+    policy that calls every step positive earns more the longer it stalls."""
+    internal_return = guide_rewards.sum(1)
+    if length_neutral:
+        internal_return = internal_return / steps.clamp(min=1)
+    return env_return + trust * internal_return, internal_return
+
+
+# --- GRPO: group-normalised advantages (A_i = (R_i - mean R) / (std R + eps)) ---
+
+def group_advantages(returns: torch.Tensor, eps: float = 1e-6, scale: bool = True):
+    """returns: (num_groups, G), each row the G rollouts of one task. Returns (num_groups, G).
+
+    The std is the population one (divide by G): a group's advantages then have unit RMS
+    whatever G is, and a group of one is not a division by zero. A group whose returns are
+    all equal (every rollout failed, say) carries no signal and gets exactly zero, not the
+    rounding noise of (R - mean) / eps. scale=False gives Dr. GRPO's R - mean."""
+    centered = returns - returns.mean(dim=1, keepdim=True)
+    if scale:
+        centered = centered / (returns.std(dim=1, unbiased=False, keepdim=True) + eps)
+    zero_variance = (returns == returns[:, :1]).all(dim=1, keepdim=True)
+    return torch.where(zero_variance, torch.zeros_like(centered), centered)
+
+
+# --- GRPO: clipped surrogate with a k3 KL to the reference, token-level aggregation ---
+
+def grpo_loss(new_logprobs, old_logprobs, advantages, generated, clip: float,
+              reference_logprobs=None, kl_weights=None):
+    """All inputs (N, L), aligned with the tokens; generated is a bool mask of the guide and
+    action tokens (from slots), advantages the rollout's advantage broadcast to its tokens,
+    kl_weights the KL weight per token (guide and action weighted apart).
+
+    loss = mean over generated tokens of -min(rho A, clip(rho) A) + beta * KL_k3(pi || ref)."""
+    log_ratio = torch.where(generated, new_logprobs - old_logprobs, 0.0)
+    ratio = log_ratio.exp()
+    surrogate = torch.min(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
+    per_token = -surrogate
+    kl = torch.zeros_like(per_token)
+    if reference_logprobs is not None:
+        log_ref_ratio = torch.where(generated, reference_logprobs - new_logprobs, 0.0)
+        kl = log_ref_ratio.exp() - log_ref_ratio - 1  # k3: unbiased, always >= 0
+        per_token = per_token + kl_weights * kl
+    count = generated.sum().clamp(min=1)
+    loss = torch.where(generated, per_token, 0.0).sum() / count
+    with torch.no_grad():
+        stats = {"clip_fraction": (((ratio - 1).abs() > clip) & generated).sum().item() / count.item(),
+                 "approx_kl": torch.where(generated, ratio - 1 - log_ratio, 0.0).sum().item() / count.item(),
+                 "kl_ref": torch.where(generated, kl, 0.0).sum().item() / count.item()}
+    return loss, stats
+
+
+def grpo_update(policy, optimizer, rollouts: Rollouts, token_advantages, reference_logprobs,
+                kl_weights, cfg: Config, generator):
+    """Several minibatch passes over one iteration's rollouts; the first minibatch sees the
+    exact rollout policy (ratio 1), later ones a moved one, so the clip acts."""
+    generated = rollouts.slots != SLOT_CONTEXT
+    stats = []
+    for _ in range(cfg.update_epochs):
+        order = torch.randperm(len(rollouts.tokens), generator=generator)
+        for batch in order.chunk(cfg.minibatches):
+            batch = batch.to(rollouts.tokens.device)
+            new_logprobs = token_logprobs(policy, rollouts.tokens[batch], rollouts.slots[batch],
+                                          cfg.temperature)
+            loss, batch_stats = grpo_loss(
+                new_logprobs, rollouts.logprobs[batch], token_advantages[batch], generated[batch],
+                cfg.clip, None if reference_logprobs is None else reference_logprobs[batch],
+                None if kl_weights is None else kl_weights[batch])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            stats.append(batch_stats)
+    return {key: sum(s[key] for s in stats) / len(stats) for key in stats[0]}
+
+
+# --- Evaluation: success, efficiency, and how right the guide is ---
+
+def episode_metrics(rollouts: Rollouts) -> dict:
+    """Success, steps, and the guide's shares and accuracy against true progress."""
+    success = rollouts.env_return > 0
+    metrics = {"success": success.float().mean().item(),
+               "steps": rollouts.steps.float().mean().item(),
+               "steps_over_optimal": (rollouts.steps[success] / rollouts.optimal[success]).mean().item()
+               if success.any() else float("nan")}
+    written = rollouts.guides >= 0
+    if not written.any():
+        return metrics
+    counts = torch.bincount(rollouts.guides[written], minlength=3).float()
+    for name, count in zip(GUIDES, counts):
+        metrics[f"share_{name}"] = (count / counts.sum()).item()
+    judged = written & (rollouts.truths >= 0)
+    correct = rollouts.guides[judged] == rollouts.truths[judged]
+    recalls = [correct[rollouts.truths[judged] == c].float().mean().item()
+               for c in range(3) if (rollouts.truths[judged] == c).any()]
+    metrics["guide_accuracy"] = correct.float().mean().item() if judged.any() else float("nan")
+    metrics["guide_balanced_accuracy"] = sum(recalls) / len(recalls) if recalls else float("nan")
+    return metrics
+
+
+def evaluate(policy, cfg: Config, guided: bool, greedy=True, passes=1, batch_size=256) -> dict:
+    """Metrics on the fixed held-out tasks (never trained on), averaged over `passes`."""
+    seeds = [EVAL_SEED_BASE + i for i in range(cfg.eval_tasks)]
+    generator = torch.Generator(device=next(policy.parameters()).device).manual_seed(cfg.seed)
+    parts = [rollout(policy, seeds[i:i + batch_size], guided, cfg, generator, greedy=greedy)
+             for _ in range(passes) for i in range(0, len(seeds), batch_size)]
+    return episode_metrics(concat_rollouts(parts))
+
+
+def concat_rollouts(parts) -> Rollouts:
+    """Stack batches of rollouts; shorter token streams are right-padded with <pad> (id 0),
+    which is also SLOT_CONTEXT and log-prob 0, so the padding is never trained or scored."""
+    width = max(p.tokens.shape[1] for p in parts)
+    merged = {}
+    for f in dataclasses.fields(Rollouts):
+        tensors = [getattr(p, f.name) for p in parts]
+        if f.name in ("tokens", "slots", "logprobs"):
+            tensors = [F.pad(t, (0, width - t.shape[1])) for t in tensors]
+        merged[f.name] = torch.cat(tensors)
+    return Rollouts(**merged)
+
+
+# --- Training: the GRPO loop with Self-Guide ---
+
+TRAIN_SEED_RANGE = PRIOR_SEED_BASE  # training tasks are drawn from [0, 10^8)
+
+
+def format_metrics(metrics: dict) -> str:
+    """One line: success, steps, and the guide's shares and balanced accuracy if it has one."""
+    line = f"success {metrics['success']:.3f}  steps {metrics['steps']:.1f}"
+    if "guide_balanced_accuracy" in metrics:
+        line += (f"  guide +/0/- {metrics['share_positive']:.2f}/{metrics['share_neutral']:.2f}/"
+                 f"{metrics['share_negative']:.2f}  guide bal.acc {metrics['guide_balanced_accuracy']:.3f}")
+    return line
+
+
+def train(policy, reference, cfg: Config, log_file=None, first_iteration=1, last_iteration=None,
+          optimizer=None, rng_state=None):
+    """GRPO iterations first_iteration..last_iteration (default: to cfg.iterations).
+
+    Returns (optimizer, rng_state, history) so that a run can be resumed or branched (the
+    --compare table reuses the lambda = 0 prefix shared by sg and sg_gr).
+    history holds the held-out evaluations: [(iteration, metrics), ...]."""
+    device = next(policy.parameters()).device
+    last_iteration = cfg.iterations if last_iteration is None else last_iteration
+    optimizer = optimizer or torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=0.0)
+    tasks, sampler, shuffler = rng_state or (random.Random(cfg.seed),
+                                             torch.Generator(device=device).manual_seed(cfg.seed),
+                                             torch.Generator().manual_seed(cfg.seed))
+    history = []
+    kl_used = cfg.kl_guide > 0 or cfg.kl_action > 0
+    bar = tqdm(range(first_iteration, last_iteration + 1), desc=f"GRPO {cfg.variant}",
+               initial=first_iteration - 1, total=cfg.iterations)
+    for iteration in bar:
+        trust = trust_schedule(iteration, cfg.iterations, cfg.schedule, cfg.enter_at) \
+            if cfg.variant == "sg_gr" else 0.0
+        # --- rollouts: G episodes of each sampled task, from the current policy ---
+        start = time.perf_counter()
+        task_seeds = [tasks.randrange(TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
+        policy.eval()
+        batch = rollout(policy, [s for s in task_seeds for _ in range(cfg.group_size)],
+                        cfg.guided, cfg, sampler)
+        rollout_seconds = time.perf_counter() - start
+        # --- returns and advantages: R = R_env + lambda * internal return, per group ---
+        returns, internal_return = composite_return(batch.env_return, batch.guide_rewards,
+                                                    batch.steps, trust, cfg.internal_return == "mean")
+        grouped = (-1, cfg.group_size)
+        advantage = group_advantages(returns.view(grouped), scale=cfg.advantage == "grpo").flatten()
+        env_advantage = group_advantages(batch.env_return.view(grouped),
+                                         scale=cfg.advantage == "grpo").flatten()
+        guide_advantage = env_advantage if cfg.guide_advantage == "env" else advantage
+        is_guide = batch.slots == SLOT_GUIDE                                  # (N, L)
+        token_advantages = torch.where(is_guide, guide_advantage[:, None], advantage[:, None])
+        reference_logprobs = kl_weights = None
+        if kl_used:
+            with torch.no_grad():
+                reference_logprobs = token_logprobs(reference, batch.tokens, batch.slots,
+                                                    cfg.temperature)
+            kl_weights = torch.where(is_guide, cfg.kl_guide, cfg.kl_action)
+        # --- policy update: several clipped minibatch passes ---
+        start = time.perf_counter()
+        policy.train()  # dropout is 0, so train() and eval() compute the same function
+        update = grpo_update(policy, optimizer, batch, token_advantages, reference_logprobs,
+                             kl_weights, cfg, shuffler)
+        policy.eval()
+        record = {"iteration": iteration, "trust": trust, **episode_metrics(batch),
+                  "env_return": batch.env_return.mean().item(),
+                  "internal_return": internal_return.mean().item(),
+                  "zero_variance_groups": (returns.view(grouped).std(1) == 0).float().mean().item(),
+                  **update, "rollout_seconds": rollout_seconds,
+                  "update_seconds": time.perf_counter() - start}
+        bar.set_postfix(success=f"{record['success']:.2f}", trust=f"{trust:.2f}")
+        # --- held-out evaluation ---
+        if iteration % cfg.eval_every == 0 or iteration == cfg.iterations:
+            held_out = evaluate(policy, cfg, cfg.guided)
+            history.append((iteration, held_out))
+            record["eval"] = held_out
+            tqdm.write(f"iter {iteration:4d}  lambda {trust:.2f}  held-out {format_metrics(held_out)}")
+        if log_file is not None:
+            log_file.write(json.dumps(record) + "\n")
+            log_file.flush()
+    return optimizer, (tasks, sampler, shuffler), history
+
+
+# --- main: the prior, the chosen variant, the summary table ---
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(f"error: --device {name} asked for, but torch sees no CUDA device")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise SystemExit(f"error: unknown --device {name!r}; use auto, cpu, cuda or cuda:N") from None
+
+
+def seed_everything(seed: int):
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def summary_table(rows) -> str:
+    """rows: [(name, metrics)] -> a Markdown table."""
+    lines = ["| policy | success | steps | steps / optimal | guide bal. acc. | positive guides |",
+             "|---|---|---|---|---|---|"]
+    for name, m in rows:
+        guide = (f"{m['guide_balanced_accuracy']:.3f} | {m['share_positive']:.2f}"
+                 if "guide_balanced_accuracy" in m else "- | -")
+        lines.append(f"| {name} | {m['success']:.3f} | {m['steps']:.1f} | "
+                     f"{m['steps_over_optimal']:.2f} | {guide} |")
+    return "\n".join(lines)
+
+
+def run_bench(cfg: Config, device):
+    """Timings the README quotes: cached vs recomputed rollout, and Stage 0 from scratch."""
+    seed_everything(cfg.seed)
+    policy = make_policy(cfg).to(device).eval()  # untrained: its episodes run to full length
+    seeds = list(range(cfg.tasks_per_iter * cfg.group_size))
+    timings = {}
+    for use_cache in (True, False):
+        rollout(policy, seeds[:8], True, cfg, torch.Generator(device=device).manual_seed(0),
+                use_cache=use_cache)  # warm-up
+        start = time.perf_counter()
+        batch = rollout(policy, seeds, True, cfg, torch.Generator(device=device).manual_seed(0),
+                        use_cache=use_cache)
+        timings[use_cache] = time.perf_counter() - start
+    print(f"rollout of {len(seeds)} episodes x {batch.steps.float().mean():.1f} steps "
+          f"({batch.tokens.shape[1]} tokens): cached {timings[True]:.2f} s, recomputed "
+          f"{timings[False]:.2f} s, speed-up {timings[False] / timings[True]:.1f}x")
+    seed_everything(cfg.seed)
+    start = time.perf_counter()
+    corpus = demonstration_corpus(cfg)
+    corpus_seconds = time.perf_counter() - start
+    losses = clone_demonstrator(make_policy(cfg).to(device), *corpus, cfg, device)
+    print(f"Stage 0: {cfg.prior_episodes} demonstrations in {corpus_seconds:.1f} s, cloning "
+          f"{len(losses)} updates in {time.perf_counter() - start - corpus_seconds:.1f} s "
+          f"(loss {losses[0]:.3f} -> {losses[-1]:.3f}), total {time.perf_counter() - start:.1f} s")
+
+
+def main(argv=None):
+    cfg = parse_config(argv)
+    device = pick_device(cfg.device)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    if cfg.bench:
+        return run_bench(cfg, device)
+    seed_everything(cfg.seed)
+    prior = load_or_train_prior(cfg, device)
+    if cfg.eval_only:
+        policy = load_policy(cfg.init_from, cfg, device) if cfg.init_from else prior
+        rows = [("without guide slot", evaluate(policy, cfg, guided=False)),
+                ("with guide slot", evaluate(policy, cfg, guided=True))]
+        print(summary_table(rows))
+        return rows
+    policy = load_policy(cfg.init_from, cfg, device) if cfg.init_from else copy.deepcopy(prior)
+    before = [("prior, no guide (ReAct)", evaluate(prior, cfg, guided=False)),
+              ("prior, guide (ReAct w/ SG)", evaluate(prior, cfg, guided=True))]
+    for name, metrics in before:
+        tqdm.write(f"{name}: {format_metrics(metrics)}")
+    out = Path(cfg.out or f"runs/{cfg.variant}-seed{cfg.seed}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "selfguide_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
+    start = time.perf_counter()
+    with open(out / "log.jsonl", "w") as log_file:
+        try:
+            train(policy, prior.eval(), cfg, log_file)
+        except KeyboardInterrupt:
+            save_policy(policy, out)
+            print(f"\nstopped by Ctrl-C; the policy trained so far is saved in {out}")
+            return None
+    save_policy(policy, out)
+    rows = before + [(f"trained ({cfg.variant})", evaluate(policy, cfg, cfg.guided))]
+    table = summary_table(rows)
+    (out / "summary.md").write_text(table + "\n")
+    print(f"\n{table}\n\ntraining {time.perf_counter() - start:.0f} s; greedy, {cfg.eval_tasks} "
+          f"held-out tasks; policy, config and log.jsonl in {out}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
