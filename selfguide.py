@@ -107,6 +107,15 @@ class Config:
     init_from: str = setting("", "start from this saved policy instead of the prior")
     eval_only: bool = setting(False, "only evaluate --init-from (or the prior) and exit")
     bench: bool = setting(False, "print rollout (cached vs recomputed) and Stage 0 timings and exit")
+    # the paper's table on the toy
+    compare: bool = setting(False, "train every row of the paper's table per seed; write "
+                                   "compare.md / compare.json to --out (default runs/compare)")
+    seeds: int = setting(3, "--compare: seeds (each with its own prior), from --seed on")
+    guards: bool = setting(False, "--compare: add the guard ablation rows")
+    workers: int = setting(1, "--compare: seeds trained in parallel processes (1 thread each)")
+    plot: bool = setting(False, "--compare: draw the figure (needs matplotlib) into assets/")
+    quick: bool = setting(False, "a smaller preset for a laptop demo: see QUICK")
+    paper_faithful: bool = setting(False, "switch every guard off (the paper as written)")
 
     def __post_init__(self):
         positive = ["max_steps", "n_layer", "n_embd", "n_head", "prior_episodes", "prior_epochs",
@@ -125,11 +134,20 @@ class Config:
             raise ValueError("KL weights must not be negative")
         if self.minibatches > self.tasks_per_iter * self.group_size:
             raise ValueError("--minibatches cannot exceed the rollouts per iteration")
+        if self.seeds < 1 or self.workers < 1:
+            raise ValueError("--seeds and --workers must be at least 1")
         GridWorld(self.size, self.wall_prob, self.min_distance, self.max_steps)  # its own checks
+        if self.paper_faithful:
+            for name, value in PAPER_FAITHFUL.items():
+                setattr(self, name, value)
 
     @property
     def guided(self) -> bool:
         return self.variant != "grpo"
+
+
+PAPER_FAITHFUL = {"kl_guide": 0.0, "internal_return": "sum", "guide_advantage": "composite"}
+QUICK = {"iterations": 60, "eval_every": 20, "eval_tasks": 200, "prior_episodes": 4000, "seeds": 1}
 
 
 def parse_config(argv=None) -> Config:
@@ -145,10 +163,29 @@ def parse_config(argv=None) -> Config:
             parser.add_argument(flag, type=type(f.default), default=f.default,
                                 choices=f.metadata["choices"], help=f.metadata["help"])
     args = parser.parse_args(argv)
+    if args.quick:  # the preset changes defaults; flags given explicitly still win
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args(argv)
     try:
         return Config(**vars(args))
     except ValueError as error:
         parser.error(str(error))  # exits with a usage line, never a traceback
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(f"error: --device {name} asked for, but torch sees no CUDA device")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise SystemExit(f"error: unknown --device {name!r}; use auto, cpu, cuda or cuda:N") from None
+
+
+def seed_everything(seed: int):
+    random.seed(seed)
+    torch.manual_seed(seed)
 
 
 # --- Vocabulary and tokenizer: one word, one token ---
@@ -482,6 +519,11 @@ def composite_return(env_return, guide_rewards, steps, trust: float, length_neut
 
 # --- GRPO: group-normalised advantages (A_i = (R_i - mean R) / (std R + eps)) ---
 
+def zero_variance(returns: torch.Tensor) -> torch.Tensor:
+    """(num_groups, G) -> (num_groups,) bool: every rollout of the group got the same return."""
+    return (returns == returns[:, :1]).all(dim=1)
+
+
 def group_advantages(returns: torch.Tensor, eps: float = 1e-6, scale: bool = True):
     """returns: (num_groups, G), each row the G rollouts of one task. Returns (num_groups, G).
 
@@ -492,8 +534,7 @@ def group_advantages(returns: torch.Tensor, eps: float = 1e-6, scale: bool = Tru
     centered = returns - returns.mean(dim=1, keepdim=True)
     if scale:
         centered = centered / (returns.std(dim=1, unbiased=False, keepdim=True) + eps)
-    zero_variance = (returns == returns[:, :1]).all(dim=1, keepdim=True)
-    return torch.where(zero_variance, torch.zeros_like(centered), centered)
+    return torch.where(zero_variance(returns)[:, None], torch.zeros_like(centered), centered)
 
 
 # --- GRPO: clipped surrogate with a k3 KL to the reference, token-level aggregation ---
@@ -555,7 +596,7 @@ def episode_metrics(rollouts: Rollouts) -> dict:
     metrics = {"success": success.float().mean().item(),
                "steps": rollouts.steps.float().mean().item(),
                "steps_over_optimal": (rollouts.steps[success] / rollouts.optimal[success]).mean().item()
-               if success.any() else float("nan")}
+               if success.any() else None}  # None (JSON null): undefined, no episode succeeded
     written = rollouts.guides >= 0
     if not written.any():
         return metrics
@@ -566,8 +607,8 @@ def episode_metrics(rollouts: Rollouts) -> dict:
     correct = rollouts.guides[judged] == rollouts.truths[judged]
     recalls = [correct[rollouts.truths[judged] == c].float().mean().item()
                for c in range(3) if (rollouts.truths[judged] == c).any()]
-    metrics["guide_accuracy"] = correct.float().mean().item() if judged.any() else float("nan")
-    metrics["guide_balanced_accuracy"] = sum(recalls) / len(recalls) if recalls else float("nan")
+    metrics["guide_accuracy"] = correct.float().mean().item() if judged.any() else None
+    metrics["guide_balanced_accuracy"] = sum(recalls) / len(recalls) if recalls else None
     return metrics
 
 
@@ -598,110 +639,330 @@ def concat_rollouts(parts) -> Rollouts:
 TRAIN_SEED_RANGE = PRIOR_SEED_BASE  # training tasks are drawn from [0, 10^8)
 
 
+def number(value, digits: int) -> str:
+    """A metric for a table or a log line; '-' where it is undefined (None)."""
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
 def format_metrics(metrics: dict) -> str:
     """One line: success, steps, and the guide's shares and balanced accuracy if it has one."""
     line = f"success {metrics['success']:.3f}  steps {metrics['steps']:.1f}"
-    if "guide_balanced_accuracy" in metrics:
+    if "share_positive" in metrics:
         line += (f"  guide +/0/- {metrics['share_positive']:.2f}/{metrics['share_neutral']:.2f}/"
-                 f"{metrics['share_negative']:.2f}  guide bal.acc {metrics['guide_balanced_accuracy']:.3f}")
+                 f"{metrics['share_negative']:.2f}  guide bal.acc "
+                 f"{number(metrics['guide_balanced_accuracy'], 3)}")
     return line
 
 
-def train(policy, reference, cfg: Config, log_file=None, first_iteration=1, last_iteration=None,
-          optimizer=None, rng_state=None):
-    """GRPO iterations first_iteration..last_iteration (default: to cfg.iterations).
+@dataclass
+class TrainState:
+    """Everything besides the policy's weights that a run needs to continue exactly; --compare
+    snapshots it to branch sg_gr off the lambda = 0 iterations it shares with sg."""
+    optimizer: torch.optim.Optimizer
+    tasks: random.Random            # draws the training tasks
+    sampler: torch.Generator        # samples guides and actions
+    shuffler: torch.Generator       # orders the minibatches
+    iteration: int = 0              # iterations done
+    records: list = field(default_factory=list)  # the JSONL records so far
 
-    Returns (optimizer, rng_state, history) so that a run can be resumed or branched (the
-    --compare table reuses the lambda = 0 prefix shared by sg and sg_gr).
-    history holds the held-out evaluations: [(iteration, metrics), ...]."""
+
+def new_train_state(policy, cfg: Config) -> TrainState:
     device = next(policy.parameters()).device
-    last_iteration = cfg.iterations if last_iteration is None else last_iteration
-    optimizer = optimizer or torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=0.0)
-    tasks, sampler, shuffler = rng_state or (random.Random(cfg.seed),
-                                             torch.Generator(device=device).manual_seed(cfg.seed),
-                                             torch.Generator().manual_seed(cfg.seed))
-    history = []
-    kl_used = cfg.kl_guide > 0 or cfg.kl_action > 0
-    bar = tqdm(range(first_iteration, last_iteration + 1), desc=f"GRPO {cfg.variant}",
-               initial=first_iteration - 1, total=cfg.iterations)
+    return TrainState(torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=0.0),
+                      random.Random(cfg.seed), torch.Generator(device=device).manual_seed(cfg.seed),
+                      torch.Generator().manual_seed(cfg.seed))
+
+
+def grpo_iteration(policy, reference, cfg: Config, state: TrainState, iteration: int) -> dict:
+    """One iteration: rollouts, composite returns, advantages, clipped updates. Returns its record."""
+    trust = trust_schedule(iteration, cfg.iterations, cfg.schedule, cfg.enter_at) \
+        if cfg.variant == "sg_gr" else 0.0
+    # --- rollouts: G episodes of each sampled task, from the current policy ---
+    start = time.perf_counter()
+    task_seeds = [state.tasks.randrange(TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
+    policy.eval()
+    batch = rollout(policy, [s for s in task_seeds for _ in range(cfg.group_size)],
+                    cfg.guided, cfg, state.sampler)
+    rollout_seconds = time.perf_counter() - start
+    # --- returns and advantages: R = R_env + lambda * internal return, per group ---
+    returns, internal_return = composite_return(batch.env_return, batch.guide_rewards,
+                                                batch.steps, trust, cfg.internal_return == "mean")
+    grouped = (-1, cfg.group_size)
+    scale = cfg.advantage == "grpo"
+    advantage = group_advantages(returns.view(grouped), scale=scale).flatten()             # (N,)
+    env_advantage = group_advantages(batch.env_return.view(grouped), scale=scale).flatten()
+    guide_advantage = env_advantage if cfg.guide_advantage == "env" else advantage
+    is_guide = batch.slots == SLOT_GUIDE                                                   # (N, L)
+    token_advantages = torch.where(is_guide, guide_advantage[:, None], advantage[:, None])
+    reference_logprobs = kl_weights = None
+    if cfg.kl_guide > 0 or cfg.kl_action > 0:
+        with torch.no_grad():
+            reference_logprobs = token_logprobs(reference, batch.tokens, batch.slots,
+                                                cfg.temperature)
+        kl_weights = torch.where(is_guide, cfg.kl_guide, cfg.kl_action)
+    # --- policy update: several clipped minibatch passes ---
+    start = time.perf_counter()
+    update = grpo_update(policy, state.optimizer, batch, token_advantages, reference_logprobs,
+                         kl_weights, cfg, state.shuffler)
+    return {"iteration": iteration, "trust": trust, **episode_metrics(batch),
+            "env_return": batch.env_return.mean().item(),
+            "internal_return": internal_return.mean().item(),
+            "zero_variance_groups": zero_variance(returns.view(grouped)).float().mean().item(),
+            "env_zero_variance_groups":
+                zero_variance(batch.env_return.view(grouped)).float().mean().item(),
+            **update, "rollout_seconds": rollout_seconds,
+            "update_seconds": time.perf_counter() - start}
+
+
+def train(policy, reference, cfg: Config, log_file=None, state: TrainState | None = None,
+          until: int | None = None) -> TrainState:
+    """GRPO from state.iteration + 1 to `until` (default cfg.iterations), with held-out
+    evaluations every cfg.eval_every iterations and at the end. The returned state continues
+    the run exactly."""
+    state = state or new_train_state(policy, cfg)
+    until = cfg.iterations if until is None else until
+    bar = tqdm(range(state.iteration + 1, until + 1), desc=f"GRPO {cfg.variant}",
+               initial=state.iteration, total=cfg.iterations, leave=False)
     for iteration in bar:
-        trust = trust_schedule(iteration, cfg.iterations, cfg.schedule, cfg.enter_at) \
-            if cfg.variant == "sg_gr" else 0.0
-        # --- rollouts: G episodes of each sampled task, from the current policy ---
-        start = time.perf_counter()
-        task_seeds = [tasks.randrange(TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
-        policy.eval()
-        batch = rollout(policy, [s for s in task_seeds for _ in range(cfg.group_size)],
-                        cfg.guided, cfg, sampler)
-        rollout_seconds = time.perf_counter() - start
-        # --- returns and advantages: R = R_env + lambda * internal return, per group ---
-        returns, internal_return = composite_return(batch.env_return, batch.guide_rewards,
-                                                    batch.steps, trust, cfg.internal_return == "mean")
-        grouped = (-1, cfg.group_size)
-        advantage = group_advantages(returns.view(grouped), scale=cfg.advantage == "grpo").flatten()
-        env_advantage = group_advantages(batch.env_return.view(grouped),
-                                         scale=cfg.advantage == "grpo").flatten()
-        guide_advantage = env_advantage if cfg.guide_advantage == "env" else advantage
-        is_guide = batch.slots == SLOT_GUIDE                                  # (N, L)
-        token_advantages = torch.where(is_guide, guide_advantage[:, None], advantage[:, None])
-        reference_logprobs = kl_weights = None
-        if kl_used:
-            with torch.no_grad():
-                reference_logprobs = token_logprobs(reference, batch.tokens, batch.slots,
-                                                    cfg.temperature)
-            kl_weights = torch.where(is_guide, cfg.kl_guide, cfg.kl_action)
-        # --- policy update: several clipped minibatch passes ---
-        start = time.perf_counter()
-        policy.train()  # dropout is 0, so train() and eval() compute the same function
-        update = grpo_update(policy, optimizer, batch, token_advantages, reference_logprobs,
-                             kl_weights, cfg, shuffler)
-        policy.eval()
-        record = {"iteration": iteration, "trust": trust, **episode_metrics(batch),
-                  "env_return": batch.env_return.mean().item(),
-                  "internal_return": internal_return.mean().item(),
-                  "zero_variance_groups": (returns.view(grouped).std(1) == 0).float().mean().item(),
-                  **update, "rollout_seconds": rollout_seconds,
-                  "update_seconds": time.perf_counter() - start}
-        bar.set_postfix(success=f"{record['success']:.2f}", trust=f"{trust:.2f}")
-        # --- held-out evaluation ---
+        record = grpo_iteration(policy, reference, cfg, state, iteration)
+        bar.set_postfix(success=f"{record['success']:.2f}", trust=f"{record['trust']:.2f}")
         if iteration % cfg.eval_every == 0 or iteration == cfg.iterations:
-            held_out = evaluate(policy, cfg, cfg.guided)
-            history.append((iteration, held_out))
-            record["eval"] = held_out
-            tqdm.write(f"iter {iteration:4d}  lambda {trust:.2f}  held-out {format_metrics(held_out)}")
+            record["eval"] = evaluate(policy, cfg, cfg.guided)
+            tqdm.write(f"{cfg.variant} iter {iteration:4d}  lambda {record['trust']:.2f}  "
+                       f"held-out {format_metrics(record['eval'])}")
+        state.records.append(record)
+        state.iteration = iteration
         if log_file is not None:
             log_file.write(json.dumps(record) + "\n")
             log_file.flush()
-    return optimizer, (tasks, sampler, shuffler), history
+    return state
+
+
+# --- The paper's comparison on the toy (--compare) ---
+
+ROWS = [  # (row, settings that differ from the run's own); the paper's table and its ablations
+    ("GRPO", {"variant": "grpo"}),
+    ("GRPO w/ SG", {"variant": "sg"}),
+    ("GRPO w/ SG & GR", {"variant": "sg_gr"}),
+    ("  ablation: immediate lambda = 1", {"variant": "sg_gr", "schedule": "immediate"}),
+    ("  ablation: no annealing", {"variant": "sg_gr", "schedule": "no_anneal"}),
+    ("  ablation: reward enters at 25%", {"variant": "sg_gr", "enter_at": 0.25}),
+]
+GUARD_ROWS = [  # --guards: which guard the full method needs
+    ("SG & GR, paper-faithful (no guard)", {"variant": "sg_gr", **PAPER_FAITHFUL}),
+    ("  + guide KL only", {"variant": "sg_gr", **PAPER_FAITHFUL, "kl_guide": 0.1}),
+    ("  + length-neutral mean only", {"variant": "sg_gr", **PAPER_FAITHFUL,
+                                      "internal_return": "mean"}),
+    ("  + guide trained by env advantage only", {"variant": "sg_gr", **PAPER_FAITHFUL,
+                                                 "guide_advantage": "env"}),
+    ("  + all three guards", {"variant": "sg_gr", "kl_guide": 0.1, "internal_return": "mean",
+                              "guide_advantage": "env"}),
+]
+
+
+def first_trusted_iteration(cfg: Config) -> int:
+    """The first iteration with lambda > 0 (cfg.iterations + 1 if none): up to it, sg_gr
+    computes exactly what sg computes, so --compare trains that prefix once."""
+    if cfg.variant != "sg_gr":
+        return cfg.iterations + 1
+    return next((i for i in range(1, cfg.iterations + 1)
+                 if trust_schedule(i, cfg.iterations, cfg.schedule, cfg.enter_at) > 0),
+                cfg.iterations + 1)
+
+
+def trunk_config(cfg: Config) -> Config:
+    """The lambda = 0 run a row shares its first iterations with (sg, or grpo itself)."""
+    if cfg.variant == "grpo":
+        return cfg
+    return dataclasses.replace(cfg, variant="sg", schedule="trapezoid", enter_at=0.5,
+                               internal_return="sum", guide_advantage="composite")
+
+
+def snapshot(policy, state: TrainState) -> dict:
+    return {"policy": copy.deepcopy(policy.state_dict()),
+            "optimizer": copy.deepcopy(state.optimizer.state_dict()),
+            "tasks": state.tasks.getstate(), "sampler": state.sampler.get_state(),
+            "shuffler": state.shuffler.get_state(), "iteration": state.iteration,
+            "records": list(state.records)}
+
+
+def restore(saved: dict, prior, cfg: Config):
+    """A policy and TrainState that continue exactly where `saved` was taken."""
+    policy = copy.deepcopy(prior)
+    policy.load_state_dict(saved["policy"])
+    state = new_train_state(policy, cfg)
+    state.optimizer.load_state_dict(saved["optimizer"])
+    state.tasks.setstate(saved["tasks"])
+    state.sampler.set_state(saved["sampler"])
+    state.shuffler.set_state(saved["shuffler"])
+    state.iteration, state.records = saved["iteration"], list(saved["records"])
+    return policy, state
+
+
+def train_rows(prior, configs: dict) -> dict:
+    """Train every row's config from the prior, training each shared lambda = 0 prefix once.
+    Returns {row: (policy, records)}; the result equals training each row on its own."""
+    trunks = {}
+    for row, cfg in configs.items():
+        key = json.dumps(dataclasses.asdict(trunk_config(cfg)), sort_keys=True)
+        trunks.setdefault(key, []).append(row)
+    results = {}
+    for rows in trunks.values():
+        trunk = trunk_config(configs[rows[0]])
+        branch_points = sorted({min(first_trusted_iteration(configs[r]), trunk.iterations + 1) - 1
+                                for r in rows})
+        policy, state, saved = copy.deepcopy(prior), None, {}
+        for point in branch_points:
+            state = train(policy, prior, trunk, state=state, until=point)
+            saved[point] = snapshot(policy, state)
+        for row in rows:
+            cfg = configs[row]
+            policy, state = restore(saved[first_trusted_iteration(cfg) - 1], prior, cfg)
+            state = train(policy, prior, cfg, state=state)
+            results[row] = (policy, state.records)
+    return results
+
+
+def compare_seed(cfg: Config, rows) -> dict:
+    """One seed of --compare: its own prior, the prompting rows, every training row."""
+    torch.set_num_threads(1)  # same numbers whatever --workers is; tiny models gain little from more
+    device = pick_device(cfg.device)
+    seed_everything(cfg.seed)
+    prior = load_or_train_prior(cfg, device)
+    results = {"ReAct": {"final": evaluate(prior, cfg, guided=False), "history": []},
+               "ReAct w/ SG": {"final": evaluate(prior, cfg, guided=True), "history": []}}
+    configs = {row: dataclasses.replace(cfg, **overrides) for row, overrides in rows}
+    trained = train_rows(prior, configs)
+    for row in configs:
+        policy, records = trained[row]
+        history = [(r["iteration"], r["eval"]) for r in records if "eval" in r]
+        results[row] = {"final": history[-1][1], "history": history,
+                        "trust": [r["trust"] for r in records]}
+        with open(Path(cfg.out) / f"seed{cfg.seed}-{slug(row)}.jsonl", "w") as handle:
+            handle.writelines(json.dumps(r) + "\n" for r in records)
+    return results
+
+
+def slug(row: str) -> str:
+    return "-".join("".join(c if c.isalnum() else " " for c in row.lower()).split())
+
+
+def mean_and_spread(values):
+    """Mean and sample std of the values that are defined (not None)."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return float("nan"), float("nan")
+    mean = sum(values) / len(values)
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / max(len(values) - 1, 1))
+
+
+def compare_table(per_seed: list[dict]) -> str:
+    """The paper's table on the toy, mean +- sample std over seeds."""
+    columns = [("success", "held-out success", 3), ("steps_over_optimal", "steps / optimal", 2),
+               ("guide_balanced_accuracy", "guide bal. acc.", 3),
+               ("share_positive", "positive guides", 2)]
+    lines = ["| row | " + " | ".join(c[1] for c in columns) + " |",
+             "|---|" + "---|" * len(columns)]
+    for row in per_seed[0]:
+        cells = []
+        for key, _, digits in columns:
+            mean, spread = mean_and_spread([seed[row]["final"].get(key) for seed in per_seed])
+            cells.append("-" if math.isnan(mean) else
+                         f"{mean:.{digits}f} ± {spread:.{digits}f}" if len(per_seed) > 1 else
+                         f"{mean:.{digits}f}")
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def run_compare(cfg: Config):
+    rows = ROWS + (GUARD_ROWS if cfg.guards else [])
+    out = Path(cfg.out or "runs/compare")
+    out.mkdir(parents=True, exist_ok=True)
+    configs = [dataclasses.replace(cfg, seed=cfg.seed + k, out=str(out)) for k in range(cfg.seeds)]
+    start = time.perf_counter()
+    if cfg.workers > 1:
+        import multiprocessing
+        with multiprocessing.get_context("spawn").Pool(cfg.workers) as pool:
+            per_seed = pool.starmap(compare_seed, [(c, rows) for c in configs])
+    else:
+        per_seed = [compare_seed(c, rows) for c in configs]
+    minutes = (time.perf_counter() - start) / 60
+    table = compare_table(per_seed)
+    seeds_text = ", ".join(str(c.seed) for c in configs)
+    header = (f"Held-out greedy evaluation on {cfg.eval_tasks} tasks; mean ± std over seeds "
+              f"{seeds_text}; {minutes:.1f} min.\nCommand: python selfguide.py "
+              + " ".join(sys.argv[1:]))
+    (out / "compare.md").write_text(header + "\n\n" + table + "\n")
+    (out / "compare.json").write_text(json.dumps(
+        {"config": dataclasses.asdict(cfg), "seeds": [c.seed for c in configs],
+         "per_seed": per_seed}, indent=1))
+    print(f"\n{header}\n\n{table}\n\nwritten to {out}/compare.md and compare.json")
+    return per_seed
+
+
+def plot_compare(folder: Path, figure_path: Path):
+    """Held-out success of GRPO, SG and SG & GR over iterations (mean +- std over seeds) with
+    lambda(u) shaded behind; below, the guide's balanced accuracy and positive share."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit("error: --plot needs matplotlib: pip install matplotlib") from None
+    results = json.loads((folder / "compare.json").read_text())
+    per_seed = results["per_seed"]
+
+    def curve(row, key, start_row):  # iterations, mean, std; iteration 0 is the prior
+        points = [[(0, seed[start_row]["final"][key])] +
+                  [(i, m[key]) for i, m in seed[row]["history"]] for seed in per_seed]
+        iterations = [i for i, _ in points[0]]
+        stats = [mean_and_spread([p[k][1] for p in points]) for k in range(len(iterations))]
+        return iterations, [m for m, _ in stats], [s for _, s in stats]
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True)
+    trust = per_seed[0]["GRPO w/ SG & GR"]["trust"]
+    for axis in (top, bottom):
+        shade = axis.twinx()
+        shade.fill_between(range(1, len(trust) + 1), trust, color="0.9", step="mid", zorder=0)
+        shade.set_ylim(0, 1.05)
+        shade.set_ylabel("trust lambda(u)", color="0.5")
+        axis.set_zorder(shade.get_zorder() + 1)
+        axis.patch.set_visible(False)
+    for row, color, start_row in [("GRPO", "tab:gray", "ReAct"), ("GRPO w/ SG", "tab:blue", "ReAct w/ SG"),
+                                  ("GRPO w/ SG & GR", "tab:red", "ReAct w/ SG")]:
+        x, mean, std = curve(row, "success", start_row)
+        top.plot(x, mean, color=color, marker="o", label=row)
+        top.fill_between(x, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
+                         color=color, alpha=0.15)
+        if row != "GRPO":
+            for key, style in [("guide_balanced_accuracy", "-"), ("share_positive", ":")]:
+                x, mean, std = curve(row, key, start_row)
+                label = f"{row}: {'balanced accuracy' if style == '-' else 'positive share'}"
+                bottom.plot(x, mean, color=color, linestyle=style, marker="o", label=label)
+    top.set_ylabel("held-out success (greedy)")
+    top.legend(loc="lower right", fontsize=8)
+    bottom.axhline(1 / 3, color="0.6", linewidth=0.8)
+    bottom.set_ylabel("guide vs true progress")
+    bottom.set_xlabel("GRPO iteration")
+    bottom.legend(loc="center left", fontsize=7)
+    top.set_title(f"Self-Guide on the toy maze, {len(per_seed)} seeds (mean ± std)", fontsize=10)
+    fig.tight_layout()
+    figure_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(figure_path, dpi=110)
+    print(f"figure written to {figure_path}")
 
 
 # --- main: the prior, the chosen variant, the summary table ---
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit(f"error: --device {name} asked for, but torch sees no CUDA device")
-    try:
-        return torch.device(name)
-    except RuntimeError:
-        raise SystemExit(f"error: unknown --device {name!r}; use auto, cpu, cuda or cuda:N") from None
-
-
-def seed_everything(seed: int):
-    random.seed(seed)
-    torch.manual_seed(seed)
-
 
 def summary_table(rows) -> str:
     """rows: [(name, metrics)] -> a Markdown table."""
     lines = ["| policy | success | steps | steps / optimal | guide bal. acc. | positive guides |",
              "|---|---|---|---|---|---|"]
     for name, m in rows:
-        guide = (f"{m['guide_balanced_accuracy']:.3f} | {m['share_positive']:.2f}"
-                 if "guide_balanced_accuracy" in m else "- | -")
+        guide = (f"{number(m['guide_balanced_accuracy'], 3)} | {m['share_positive']:.2f}"
+                 if "share_positive" in m else "- | -")
         lines.append(f"| {name} | {m['success']:.3f} | {m['steps']:.1f} | "
-                     f"{m['steps_over_optimal']:.2f} | {guide} |")
+                     f"{number(m['steps_over_optimal'], 2)} | {guide} |")
     return "\n".join(lines)
 
 
@@ -738,6 +999,11 @@ def main(argv=None):
         torch.set_num_threads(cfg.threads)
     if cfg.bench:
         return run_bench(cfg, device)
+    if cfg.compare:
+        per_seed = run_compare(cfg)
+        if cfg.plot:
+            plot_compare(Path(cfg.out or "runs/compare"), Path("assets/compare.png"))
+        return per_seed
     seed_everything(cfg.seed)
     prior = load_or_train_prior(cfg, device)
     if cfg.eval_only:

@@ -639,3 +639,22 @@ def test_policy_gradient_raises_success_on_a_trivial_task():
     sg.train(policy, policy, cfg)
     after = sampled()
     assert after > before + 0.25, (before, after)
+
+
+def test_branching_off_the_shared_prefix_equals_training_each_row_alone():
+    cfg = tiny_config(iterations=8, eval_every=4)
+    sg.seed_everything(0)
+    prior = sg.make_policy(cfg).eval()
+    configs = {"sg": sg.dataclasses.replace(cfg, variant="sg"),
+               "trapezoid": sg.dataclasses.replace(cfg, variant="sg_gr"),
+               "immediate": sg.dataclasses.replace(cfg, variant="sg_gr", schedule="immediate")}
+    branched = sg.train_rows(prior, configs)
+    assert sg.first_trusted_iteration(configs["trapezoid"]) == 5
+    for row, row_cfg in configs.items():
+        alone = sg.copy.deepcopy(prior)
+        state = sg.train(alone, prior, row_cfg)
+        policy, records = branched[row]
+        strip = lambda log: [{k: v for k, v in r.items() if not k.endswith("seconds")} for r in log]  # noqa: E731
+        assert strip(records) == strip(state.records), row
+        for a, b in zip(policy.parameters(), alone.parameters()):
+            assert torch.equal(a, b), row
