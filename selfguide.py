@@ -78,12 +78,12 @@ class Config:
     schedule: str = setting("trapezoid", "trust schedule lambda(u) for sg_gr",
                             ["trapezoid", "immediate", "never", "no_anneal"])
     enter_at: float = setting(0.5, "fraction of training at which lambda starts to rise")
-    internal_return: str = setting("sum", "sum: the paper's sum_t r_t; mean: length-neutral guard",
+    internal_return: str = setting("mean", "sum: the paper's sum_t r_t; mean: length-neutral guard",
                                    ["sum", "mean"])
-    guide_advantage: str = setting("composite", "advantage of guide tokens: composite (paper) or "
-                                                "env (guard: a guide is never paid for its own reward)",
+    guide_advantage: str = setting("env", "advantage of guide tokens: composite (paper) or "
+                                          "env (guard: a guide is never paid for its own reward)",
                                    ["composite", "env"])
-    kl_guide: float = setting(0.0, "k3 KL weight to the prior on guide tokens (guard)")
+    kl_guide: float = setting(0.1, "k3 KL weight to the prior on guide tokens (guard; paper: 0)")
     kl_action: float = setting(0.0, "k3 KL weight to the prior on action tokens")
     # GRPO
     iterations: int = setting(150, "GRPO iterations")
@@ -285,7 +285,8 @@ def encode_episode(steps, guided: bool):
 def demonstration_corpus(cfg: Config):
     """(tokens, slots), each (2 * prior_episodes, L): every episode in both formats."""
     env, sequences = make_env(cfg), []
-    for i in tqdm(range(cfg.prior_episodes), desc="demonstrations", leave=False):
+    for i in tqdm(range(cfg.prior_episodes), desc="demonstrations", leave=False,
+                  disable=cfg.workers > 1):
         steps, _ = toy_env.demonstrate(env, seed=PRIOR_SEED_BASE + cfg.seed * 10**6 + i)
         sequences += [encode_episode(steps, guided=True), encode_episode(steps, guided=False)]
     length = episode_length(cfg.max_steps)
@@ -305,7 +306,7 @@ def clone_demonstrator(policy, tokens, slots, cfg: Config, device, desc="Stage 0
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda i: 0.5 * (1 + math.cos(math.pi * i / updates)))
     losses = []
-    with tqdm(total=updates, desc=desc, leave=False) as bar:
+    with tqdm(total=updates, desc=desc, leave=False, disable=cfg.workers > 1) as bar:
         for _ in range(cfg.prior_epochs):
             for batch in torch.randperm(len(tokens), generator=generator).split(cfg.prior_batch):
                 batch_tokens, batch_slots = tokens[batch].to(device), slots[batch].to(device)
@@ -331,10 +332,9 @@ def prior_key(cfg: Config) -> str:
 
 def load_or_train_prior(cfg: Config, device):
     """The Stage 0 prior for these settings, from the cache if it is there."""
-    from transformers import AutoModelForCausalLM
     folder = Path(cfg.prior_cache) / f"prior-{prior_key(cfg)}"
     if (folder / "model.safetensors").exists():
-        return AutoModelForCausalLM.from_pretrained(folder).to(device).eval()
+        return load_policy(folder, cfg, device)
     torch.manual_seed(cfg.seed)
     policy = make_policy(cfg).to(device)
     start = time.perf_counter()
@@ -352,18 +352,21 @@ def save_policy(policy, folder: Path):
     build_tokenizer().save_pretrained(folder)
 
 
-def load_policy(folder: str, cfg: Config, device):
+def load_policy(folder, cfg: Config, device):
+    """A saved policy, checked against this file's vocabulary and episode length."""
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging
+    logging.disable_progress_bar()  # a 16-tensor model needs no "Loading weights" bar
     path = Path(folder)
     if not (path / "config.json").exists():
-        raise SystemExit(f"error: {folder!r} holds no saved policy (no config.json); "
+        raise SystemExit(f"error: {str(folder)!r} holds no saved policy (no config.json); "
                          f"give a folder written by selfguide.py")
     policy = AutoModelForCausalLM.from_pretrained(path).to(device).eval()
     if policy.config.vocab_size != len(WORDS):
-        raise SystemExit(f"error: {folder!r} was trained with another vocabulary "
+        raise SystemExit(f"error: {str(folder)!r} was trained with another vocabulary "
                          f"({policy.config.vocab_size} words, this file has {len(WORDS)})")
     if policy.config.n_positions < episode_length(cfg.max_steps):
-        raise SystemExit(f"error: {folder!r} holds episodes of at most {policy.config.n_positions} "
+        raise SystemExit(f"error: {str(folder)!r} holds episodes of at most {policy.config.n_positions} "
                          f"tokens, too few for --max-steps {cfg.max_steps}")
     return policy
 
@@ -685,7 +688,7 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState, iteration:
                     cfg.guided, cfg, state.sampler)
     rollout_seconds = time.perf_counter() - start
     # --- returns and advantages: R = R_env + lambda * internal return, per group ---
-    returns, internal_return = composite_return(batch.env_return, batch.guide_rewards,
+    returns, _ = composite_return(batch.env_return, batch.guide_rewards,
                                                 batch.steps, trust, cfg.internal_return == "mean")
     grouped = (-1, cfg.group_size)
     scale = cfg.advantage == "grpo"
@@ -706,7 +709,10 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState, iteration:
                          kl_weights, cfg, state.shuffler)
     return {"iteration": iteration, "trust": trust, **episode_metrics(batch),
             "env_return": batch.env_return.mean().item(),
-            "internal_return": internal_return.mean().item(),
+            # both forms of the internal return, whichever one R used, so that a branched
+            # run's log equals an unbranched one's
+            "internal_return_sum": batch.guide_rewards.sum(1).mean().item(),
+            "internal_return_mean": (batch.guide_rewards.sum(1) / batch.steps).mean().item(),
             "zero_variance_groups": zero_variance(returns.view(grouped)).float().mean().item(),
             "env_zero_variance_groups":
                 zero_variance(batch.env_return.view(grouped)).float().mean().item(),
@@ -721,15 +727,16 @@ def train(policy, reference, cfg: Config, log_file=None, state: TrainState | Non
     the run exactly."""
     state = state or new_train_state(policy, cfg)
     until = cfg.iterations if until is None else until
-    bar = tqdm(range(state.iteration + 1, until + 1), desc=f"GRPO {cfg.variant}",
-               initial=state.iteration, total=cfg.iterations, leave=False)
+    bar = tqdm(range(state.iteration + 1, until + 1), desc=f"GRPO {cfg.variant} seed {cfg.seed}",
+               initial=state.iteration, total=cfg.iterations, leave=False,
+               disable=cfg.workers > 1)  # parallel --compare workers would interleave bars
     for iteration in bar:
         record = grpo_iteration(policy, reference, cfg, state, iteration)
         bar.set_postfix(success=f"{record['success']:.2f}", trust=f"{record['trust']:.2f}")
         if iteration % cfg.eval_every == 0 or iteration == cfg.iterations:
             record["eval"] = evaluate(policy, cfg, cfg.guided)
-            tqdm.write(f"{cfg.variant} iter {iteration:4d}  lambda {record['trust']:.2f}  "
-                       f"held-out {format_metrics(record['eval'])}")
+            tqdm.write(f"{cfg.variant} seed {cfg.seed} iter {iteration:4d}  lambda "
+                       f"{record['trust']:.2f}  held-out {format_metrics(record['eval'])}")
         state.records.append(record)
         state.iteration = iteration
         if log_file is not None:
@@ -755,6 +762,8 @@ GUARD_ROWS = [  # --guards: which guard the full method needs
                                       "internal_return": "mean"}),
     ("  + guide trained by env advantage only", {"variant": "sg_gr", **PAPER_FAITHFUL,
                                                  "guide_advantage": "env"}),
+    ("  + guide KL and env-advantage guide (paper's sum)",
+     {"variant": "sg_gr", "kl_guide": 0.1, "internal_return": "sum", "guide_advantage": "env"}),
     ("  + all three guards", {"variant": "sg_gr", "kl_guide": 0.1, "internal_return": "mean",
                               "guide_advantage": "env"}),
 ]
@@ -791,7 +800,9 @@ def restore(saved: dict, prior, cfg: Config):
     policy = copy.deepcopy(prior)
     policy.load_state_dict(saved["policy"])
     state = new_train_state(policy, cfg)
-    state.optimizer.load_state_dict(saved["optimizer"])
+    # load_state_dict keeps the saved moment tensors as they are, so without this copy a
+    # second branch from the same snapshot would start from the first branch's moments
+    state.optimizer.load_state_dict(copy.deepcopy(saved["optimizer"]))
     state.tasks.setstate(saved["tasks"])
     state.sampler.set_state(saved["sampler"])
     state.shuffler.set_state(saved["shuffler"])

@@ -647,9 +647,13 @@ def test_branching_off_the_shared_prefix_equals_training_each_row_alone():
     prior = sg.make_policy(cfg).eval()
     configs = {"sg": sg.dataclasses.replace(cfg, variant="sg"),
                "trapezoid": sg.dataclasses.replace(cfg, variant="sg_gr"),
+               "no_anneal": sg.dataclasses.replace(cfg, variant="sg_gr", schedule="no_anneal"),
                "immediate": sg.dataclasses.replace(cfg, variant="sg_gr", schedule="immediate")}
     branched = sg.train_rows(prior, configs)
+    # trapezoid and no_anneal branch from the same snapshot: the second must not inherit the
+    # first one's optimizer state
     assert sg.first_trusted_iteration(configs["trapezoid"]) == 5
+    assert sg.first_trusted_iteration(configs["no_anneal"]) == 5
     for row, row_cfg in configs.items():
         alone = sg.copy.deepcopy(prior)
         state = sg.train(alone, prior, row_cfg)
