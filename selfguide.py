@@ -17,15 +17,28 @@ the paper could not measure.
     python selfguide.py --eval-only --init-from runs/sg_gr-seed0
     python selfguide.py --help                # every setting, with its default
 
+    python selfguide.py --compare --seeds 3 --guards --workers 3 --plot   # the README's table
+    python selfguide.py --paper-faithful      # every guard off: watch the guide collapse
+
 Departures from the paper (each a setting; the paper's choice is one flag away):
 1. A "Stage 0" prior stands in for the pretrained LLM. A model trained from scratch does not
    know what "positive" means, so we first clone an imperfect demonstrator (toy_env) whose
    moves react to its own heuristic self-assessment. That prior is the reference policy of
    the KL term, and the starting point of every variant.
-2. Decoding is constrained: the guide slot samples among the three guide words and the action
+2. Three guards are on by default, because without them the method fails on the toy the way
+   the README's guard table shows: the composite advantage reaches the guide tokens, so a
+   guide is paid for praising itself and collapses to "positive" within ~25 iterations, and
+   the summed reward then pays for long episodes. (a) --kl-guide 0.1: a k3 KL to the prior
+   on guide tokens only, standing in for the way a pretrained LLM keeps the meaning of its
+   words; (b) --guide-advantage env: guide tokens get the advantage of R_env alone, so no
+   guide is rewarded for the reward it grants itself (actions still get the composite one);
+   (c) --internal-return mean: the mean of r_t over the episode's steps instead of the sum,
+   so stalling earns nothing. --paper-faithful switches all three off.
+3. Decoding is constrained: the guide slot samples among the three guide words and the action
    slot among the four moves, so no rollout is wasted on unreadable text. The paper's
    "unreadable guide counts as neutral" rule is kept in guide_to_reward for completeness.
-3. The group standard deviation is the population one (see group_advantages).
+4. The schedule's phases are fractions of training (the paper: iterations 40/50/70/80 of
+   80), and the group standard deviation is the population one (see group_advantages).
 """
 from __future__ import annotations
 
@@ -44,9 +57,13 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
+from transformers.utils import logging as transformers_logging
 
 import toy_env
 from toy_env import ACTIONS, GUIDES, GridWorld
+
+
+transformers_logging.disable_progress_bar()  # a 16-tensor model needs no loading bars
 
 
 def setting(default, help: str, choices=None):
@@ -355,8 +372,6 @@ def save_policy(policy, folder: Path):
 def load_policy(folder, cfg: Config, device):
     """A saved policy, checked against this file's vocabulary and episode length."""
     from transformers import AutoModelForCausalLM
-    from transformers.utils import logging
-    logging.disable_progress_bar()  # a 16-tensor model needs no "Loading weights" bar
     path = Path(folder)
     if not (path / "config.json").exists():
         raise SystemExit(f"error: {str(folder)!r} holds no saved policy (no config.json); "

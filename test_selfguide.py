@@ -294,6 +294,20 @@ def test_bad_arguments_give_a_usage_error_not_a_traceback(argv, message, capsys)
     assert message in capsys.readouterr().err
 
 
+def test_paper_faithful_switches_every_guard_off():
+    default = sg.parse_config([])
+    assert (default.kl_guide, default.internal_return, default.guide_advantage) == (0.1, "mean", "env")
+    faithful = sg.parse_config(["--paper-faithful"])
+    assert (faithful.kl_guide, faithful.internal_return, faithful.guide_advantage) == \
+        (0.0, "sum", "composite")
+
+
+def test_quick_preset_changes_defaults_but_explicit_flags_win():
+    quick = sg.parse_config(["--quick"])
+    assert quick.iterations == sg.QUICK["iterations"] and quick.eval_tasks == sg.QUICK["eval_tasks"]
+    assert sg.parse_config(["--quick", "--iterations", "7"]).iterations == 7
+
+
 # --- selfguide: tokenizer and policy ---
 
 def test_tokenizer_maps_observations_word_for_word():
@@ -584,6 +598,75 @@ def test_first_minibatch_sees_ratio_one():
     new = sg.token_logprobs(policy, batch.tokens, batch.slots)
     generated = batch.slots != sg.SLOT_CONTEXT
     assert torch.allclose(new[generated], batch.logprobs[generated], atol=1e-5)
+
+
+# --- selfguide: evaluation ---
+
+class ScriptedPolicy(torch.nn.Module):
+    """Always writes the same guide and the same move, whatever it sees."""
+
+    def __init__(self, guide: str, action: str):
+        super().__init__()
+        from transformers import GPT2Config
+        self.anchor = torch.nn.Parameter(torch.zeros(1))  # gives rollout() a device
+        self.config = GPT2Config(vocab_size=len(sg.WORDS), n_embd=8, n_layer=1, n_head=1,
+                                 bos_token_id=sg.BOS, eos_token_id=sg.EOS)
+        self.favourite = [sg.WORD_ID[guide], sg.WORD_ID[action]]
+
+    def forward(self, input_ids, cache=None, use_cache=None):
+        logits = torch.zeros(*input_ids.shape, len(sg.WORDS))
+        logits[..., self.favourite] = 20.0
+        return sg.dataclasses.make_dataclass("Out", ["logits"])(logits)
+
+
+def test_evaluation_of_a_scripted_policy_matches_a_hand_replay():
+    cfg = sg.Config(eval_tasks=40)
+    metrics = sg.evaluate(ScriptedPolicy("positive", "north"), cfg, guided=True)
+    successes, steps, truths = 0, [], []
+    for i in range(cfg.eval_tasks):
+        env = sg.make_env(cfg)
+        env.reset(seed=sg.EVAL_SEED_BASE + i)
+        done, n, first = False, 0, True
+        while not done:
+            _, reward, terminated, truncated, info = env.step("north")
+            n += 1
+            done = terminated or truncated
+            if not done:  # the guide written after this move judges it
+                truths.append(toy_env.true_polarity(info["progress"]))
+        successes += reward > 0
+        steps.append(n)
+    assert metrics["success"] == successes / cfg.eval_tasks
+    assert metrics["steps"] == pytest.approx(sum(steps) / len(steps))
+    assert metrics["share_positive"] == 1.0 and metrics["share_negative"] == 0.0
+    assert metrics["guide_accuracy"] == pytest.approx(truths.count("positive") / len(truths))
+    # an always-positive guide recalls every positive step and nothing else
+    assert metrics["guide_balanced_accuracy"] == pytest.approx(1 / len(set(truths)))
+
+
+def test_episode_metrics_on_hand_built_rollouts():
+    long = torch.zeros(2, 1, dtype=torch.long)
+    rollouts = sg.Rollouts(
+        tokens=long, slots=long, logprobs=torch.zeros(2, 1),
+        guide_rewards=torch.zeros(2, 3),
+        guides=torch.tensor([[1, 0, 2], [0, 0, -1]]),   # positive=0, neutral=1, negative=2
+        truths=torch.tensor([[-1, 0, 0], [-1, 2, -1]]),
+        env_return=torch.tensor([1.0, 0.0]), steps=torch.tensor([3, 2]),
+        optimal=torch.tensor([2, 2]))
+    metrics = sg.episode_metrics(rollouts)
+    assert metrics["success"] == 0.5 and metrics["steps"] == 2.5
+    assert metrics["steps_over_optimal"] == 1.5
+    assert metrics["share_positive"] == pytest.approx(3 / 5)
+    assert metrics["share_neutral"] == pytest.approx(1 / 5)
+    # judged: (guide 0, truth 0) right, (2, 0) wrong, (0, 2) wrong
+    assert metrics["guide_accuracy"] == pytest.approx(1 / 3)
+    assert metrics["guide_balanced_accuracy"] == pytest.approx((1 / 2 + 0) / 2)
+
+
+def test_compare_table_reports_mean_and_sample_std_over_seeds():
+    per_seed = [{"GRPO": {"final": {"success": 0.5, "steps_over_optimal": 1.2}}},
+                {"GRPO": {"final": {"success": 0.7, "steps_over_optimal": None}}}]
+    table = sg.compare_table(per_seed)
+    assert "| GRPO | 0.600 ± 0.141 | 1.20 ± 0.00 | - | - |" in table
 
 
 # --- selfguide: training end to end ---
