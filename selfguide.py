@@ -129,6 +129,8 @@ class Config:
                                    "compare.md / compare.json to --out (default runs/compare)")
     seeds: int = setting(3, "--compare: seeds (each with its own prior), from --seed on")
     guards: bool = setting(False, "--compare: add the guard ablation rows")
+    rows: str = setting("paper", "--compare: paper (every row of ROWS) or core (GRPO, GRPO w/ SG, "
+                                 "GRPO w/ SG & GR)", ["paper", "core"])
     workers: int = setting(1, "--compare: seeds trained in parallel processes (1 thread each)")
     plot: bool = setting(False, "--compare: draw the figure (needs matplotlib) into assets/")
     quick: bool = setting(False, "a smaller preset for a laptop demo: see QUICK")
@@ -394,7 +396,6 @@ class Rollouts:
     tokens: torch.Tensor         # (N, L) <pad> after an episode ends
     slots: torch.Tensor          # (N, L) SLOT_GUIDE / SLOT_ACTION where the policy wrote
     logprobs: torch.Tensor       # (N, L) log-prob under the sampling distribution; 0 in context
-    guide_rewards: torch.Tensor  # (N, T) r_t = g(z_t) of each step's guide; 0 after the end
     guides: torch.Tensor         # (N, T) index into GUIDES of the guide written; -1 if none
     truths: torch.Tensor         # (N, T) index into GUIDES of the true progress the guide
                                  #        judges (the previous move); -1 at t = 0 or no step
@@ -431,7 +432,6 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greed
     n, horizon = len(envs), cfg.max_steps
     guide_index_of = torch.full((len(WORDS),), -1, device=device)  # token id -> index in GUIDES
     guide_index_of[GUIDE_IDS] = torch.arange(len(GUIDES), device=device)
-    guide_reward_of = torch.tensor([guide_to_reward(w) for w in GUIDES], device=device)
     active = torch.ones(n, dtype=torch.bool, device=device)
     guides = torch.full((n, horizon), -1, dtype=torch.long, device=device)
     truths = torch.full((n, horizon), -1, dtype=torch.long, device=device)
@@ -481,8 +481,7 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greed
         if not active.any():
             break
     tokens, slots, logprobs = (torch.cat(parts, 1) for parts in zip(*columns))
-    guide_rewards = torch.where(guides >= 0, guide_reward_of[guides.clamp(min=0)], 0.0)
-    return Rollouts(tokens, slots, logprobs, guide_rewards, guides, truths, env_return, steps,
+    return Rollouts(tokens, slots, logprobs, guides, truths, env_return, steps,
                     torch.tensor(optimal, device=device))
 
 
@@ -497,6 +496,13 @@ def guide_to_reward(text: str) -> float:
         if word in GUIDE_REWARD:
             return GUIDE_REWARD[word]
     return 0.0
+
+
+def step_rewards(guides: torch.Tensor) -> torch.Tensor:
+    """r_t for every step of a batch: guides (N, T) index GUIDES, -1 where no guide was
+    written. Returns (N, T), 0 where no guide was written."""
+    table = [guide_to_reward(word) for word in GUIDES] + [0.0]  # index -1 reads the last entry
+    return torch.tensor(table, device=guides.device)[guides]
 
 
 # --- Self-Guide: stage-wise trust schedule lambda(u) ("trust follows competence") ---
@@ -703,8 +709,9 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState, iteration:
                     cfg.guided, cfg, state.sampler)
     rollout_seconds = time.perf_counter() - start
     # --- returns and advantages: R = R_env + lambda * internal return, per group ---
-    returns, _ = composite_return(batch.env_return, batch.guide_rewards,
-                                                batch.steps, trust, cfg.internal_return == "mean")
+    guide_rewards = step_rewards(batch.guides)                                             # (N, T)
+    returns, _ = composite_return(batch.env_return, guide_rewards, batch.steps, trust,
+                                  cfg.internal_return == "mean")
     grouped = (-1, cfg.group_size)
     scale = cfg.advantage == "grpo"
     advantage = group_advantages(returns.view(grouped), scale=scale).flatten()             # (N,)
@@ -726,8 +733,8 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState, iteration:
             "env_return": batch.env_return.mean().item(),
             # both forms of the internal return, whichever one R used, so that a branched
             # run's log equals an unbranched one's
-            "internal_return_sum": batch.guide_rewards.sum(1).mean().item(),
-            "internal_return_mean": (batch.guide_rewards.sum(1) / batch.steps).mean().item(),
+            "internal_return_sum": guide_rewards.sum(1).mean().item(),
+            "internal_return_mean": (guide_rewards.sum(1) / batch.steps).mean().item(),
             "zero_variance_groups": zero_variance(returns.view(grouped)).float().mean().item(),
             "env_zero_variance_groups":
                 zero_variance(batch.env_return.view(grouped)).float().mean().item(),
@@ -901,7 +908,7 @@ def compare_table(per_seed: list[dict]) -> str:
 
 
 def run_compare(cfg: Config):
-    rows = ROWS + (GUARD_ROWS if cfg.guards else [])
+    rows = (ROWS if cfg.rows == "paper" else ROWS[:3]) + (GUARD_ROWS if cfg.guards else [])
     out = Path(cfg.out or "runs/compare")
     out.mkdir(parents=True, exist_ok=True)
     configs = [dataclasses.replace(cfg, seed=cfg.seed + k, out=str(out)) for k in range(cfg.seeds)]

@@ -483,6 +483,12 @@ def test_trust_schedule_enter_at_moves_the_rise_and_rejects_unknown_kinds():
         sg.trust_schedule(1, 80, "cosine")
 
 
+def test_step_rewards_read_each_written_guide():
+    guides = torch.tensor([[0, 1, 2, -1], [2, 2, -1, -1]])  # positive, neutral, negative, none
+    assert torch.allclose(sg.step_rewards(guides),
+                          torch.tensor([[0.1, 0.0, -0.1, 0.0], [-0.1, -0.1, 0.0, 0.0]]))
+
+
 def test_composite_return_sum_and_length_neutral_mean():
     env_return = torch.tensor([1.0, 0.0])
     guide_rewards = torch.tensor([[0.1, 0.1, -0.1, 0.0], [0.1, 0.1, 0.1, 0.1]])
@@ -647,7 +653,6 @@ def test_episode_metrics_on_hand_built_rollouts():
     long = torch.zeros(2, 1, dtype=torch.long)
     rollouts = sg.Rollouts(
         tokens=long, slots=long, logprobs=torch.zeros(2, 1),
-        guide_rewards=torch.zeros(2, 3),
         guides=torch.tensor([[1, 0, 2], [0, 0, -1]]),   # positive=0, neutral=1, negative=2
         truths=torch.tensor([[-1, 0, 0], [-1, 2, -1]]),
         env_return=torch.tensor([1.0, 0.0]), steps=torch.tensor([3, 2]),
