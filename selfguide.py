@@ -1041,8 +1041,9 @@ def main(argv=None):
     prior = load_or_train_prior(cfg, device)
     if cfg.eval_only:
         policy = load_policy(cfg.init_from, cfg, device) if cfg.init_from else prior
-        rows = [("without guide slot", evaluate(policy, cfg, guided=False)),
-                ("with guide slot", evaluate(policy, cfg, guided=True))]
+        rows = [(f"{slot} guide slot, {how}", evaluate(policy, cfg, guided, greedy, passes))
+                for how, greedy, passes in [("greedy", True, 1), ("sampled x3", False, 3)]
+                for slot, guided in [("without", False), ("with", True)]]
         print(summary_table(rows))
         return rows
     policy = load_policy(cfg.init_from, cfg, device) if cfg.init_from else copy.deepcopy(prior)

@@ -750,3 +750,48 @@ def test_branching_off_the_shared_prefix_equals_training_each_row_alone():
         assert strip(records) == strip(state.records), row
         for a, b in zip(policy.parameters(), alone.parameters()):
             assert torch.equal(a, b), row
+
+
+# --- selfguide: main ---
+
+TINY_ARGS = ["--size", "5", "--wall-prob", "0.2", "--min-distance", "4", "--max-steps", "8",
+             "--n-embd", "32", "--n-head", "2", "--prior-episodes", "16", "--prior-epochs", "1",
+             "--iterations", "3", "--tasks-per-iter", "2", "--group-size", "4",
+             "--eval-tasks", "8", "--eval-every", "2", "--minibatches", "2"]
+
+
+def test_main_saves_a_loadable_policy_config_and_log(tmp_path):
+    from transformers import AutoModelForCausalLM
+    out = tmp_path / "run"
+    rows = sg.main(TINY_ARGS + ["--out", str(out), "--prior-cache", str(tmp_path / "priors")])
+    assert [name for name, _ in rows][-1] == "trained (sg_gr)"
+    assert len((out / "log.jsonl").read_text().splitlines()) == 3
+    assert json.loads((out / "selfguide_config.json").read_text())["iterations"] == 3
+    AutoModelForCausalLM.from_pretrained(out)
+    again = sg.main(TINY_ARGS + ["--eval-only", "--init-from", str(out),
+                                 "--prior-cache", str(tmp_path / "priors")])
+    assert again[1][1] == rows[-1][1]  # greedy, with guide slot: the trained policy's numbers
+
+
+def test_ctrl_c_saves_what_was_trained(tmp_path, monkeypatch, capsys):
+    real_iteration = sg.grpo_iteration
+
+    def interrupted(policy, reference, cfg, state, iteration):
+        if iteration == 2:
+            raise KeyboardInterrupt
+        return real_iteration(policy, reference, cfg, state, iteration)
+
+    monkeypatch.setattr(sg, "grpo_iteration", interrupted)
+    out = tmp_path / "run"
+    assert sg.main(TINY_ARGS + ["--out", str(out), "--prior-cache", str(tmp_path / "p")]) is None
+    assert "stopped by Ctrl-C" in capsys.readouterr().out
+    assert (out / "model.safetensors").exists() and (out / "tokenizer.json").exists()
+    assert len((out / "log.jsonl").read_text().splitlines()) == 1
+
+
+def test_unavailable_device_is_a_clear_error():
+    with pytest.raises(SystemExit, match="unknown --device"):
+        sg.pick_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit, match="no CUDA device"):
+            sg.pick_device("cuda")
