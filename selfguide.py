@@ -132,7 +132,8 @@ class Config:
     rows: str = setting("paper", "--compare: paper (every row of ROWS) or core (GRPO, GRPO w/ SG, "
                                  "GRPO w/ SG & GR)", ["paper", "core"])
     workers: int = setting(1, "--compare: seeds trained in parallel processes (1 thread each)")
-    plot: bool = setting(False, "--compare: draw the figure (needs matplotlib) into assets/")
+    plot: bool = setting(False, "draw the figure of --compare (or, alone, of the last one in "
+                                "--out) into assets/compare.png; needs matplotlib")
     quick: bool = setting(False, "a smaller preset for a laptop demo: see QUICK")
     paper_faithful: bool = setting(False, "switch every guard off (the paper as written)")
 
@@ -961,8 +962,10 @@ def plot_compare(folder: Path, figure_path: Path):
         shade.set_ylabel("trust lambda(u)", color="0.5")
         axis.set_zorder(shade.get_zorder() + 1)
         axis.patch.set_visible(False)
-    for row, color, start_row in [("GRPO", "tab:gray", "ReAct"), ("GRPO w/ SG", "tab:blue", "ReAct w/ SG"),
-                                  ("GRPO w/ SG & GR", "tab:red", "ReAct w/ SG")]:
+    lines = [("GRPO", "tab:gray", "ReAct"), ("GRPO w/ SG", "tab:blue", "ReAct w/ SG"),
+             ("GRPO w/ SG & GR", "tab:red", "ReAct w/ SG"),
+             ("SG & GR, paper-faithful (no guard)", "tab:orange", "ReAct w/ SG")]
+    for row, color, start_row in [line for line in lines if line[0] in per_seed[0]]:
         x, mean, std = curve(row, "success", start_row)
         top.plot(x, mean, color=color, marker="o", label=row)
         top.fill_between(x, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
@@ -970,10 +973,11 @@ def plot_compare(folder: Path, figure_path: Path):
         if row != "GRPO":
             for key, style in [("guide_balanced_accuracy", "-"), ("share_positive", ":")]:
                 x, mean, std = curve(row, key, start_row)
-                label = f"{row}: {'balanced accuracy' if style == '-' else 'positive share'}"
+                label = f"{row.split(',')[0] if 'faithful' not in row else 'paper-faithful'}: " \
+                        f"{'balanced accuracy' if style == '-' else 'positive share'}"
                 bottom.plot(x, mean, color=color, linestyle=style, marker="o", label=label)
     top.set_ylabel("held-out success (greedy)")
-    top.legend(loc="lower right", fontsize=8)
+    top.legend(loc="lower right", fontsize=7)
     bottom.axhline(1 / 3, color="0.6", linewidth=0.8)
     bottom.set_ylabel("guide vs true progress")
     bottom.set_xlabel("GRPO iteration")
@@ -1032,8 +1036,8 @@ def main(argv=None):
         torch.set_num_threads(cfg.threads)
     if cfg.bench:
         return run_bench(cfg, device)
-    if cfg.compare:
-        per_seed = run_compare(cfg)
+    if cfg.compare or cfg.plot:  # --plot alone redraws the figure of the last --compare
+        per_seed = run_compare(cfg) if cfg.compare else None
         if cfg.plot:
             plot_compare(Path(cfg.out or "runs/compare"), Path("assets/compare.png"))
         return per_seed
