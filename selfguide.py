@@ -843,8 +843,7 @@ def train_rows(prior, configs: dict) -> dict:
     results = {}
     for rows in trunks.values():
         trunk = trunk_config(configs[rows[0]])
-        branch_points = sorted({min(first_trusted_iteration(configs[r]), trunk.iterations + 1) - 1
-                                for r in rows})
+        branch_points = sorted({first_trusted_iteration(configs[r]) - 1 for r in rows})
         policy, state, saved = copy.deepcopy(prior), None, {}
         for point in branch_points:
             state = train(policy, prior, trunk, state=state, until=point)
@@ -868,7 +867,7 @@ def compare_seed(cfg: Config, rows) -> dict:
     configs = {row: dataclasses.replace(cfg, **overrides) for row, overrides in rows}
     trained = train_rows(prior, configs)
     for row in configs:
-        policy, records = trained[row]
+        _, records = trained[row]
         history = [(r["iteration"], r["eval"]) for r in records if "eval" in r]
         results[row] = {"final": history[-1][1], "history": history,
                         "trust": [r["trust"] for r in records]}
