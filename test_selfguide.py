@@ -632,7 +632,7 @@ def test_evaluation_of_a_scripted_policy_matches_a_hand_replay():
     for i in range(cfg.eval_tasks):
         env = sg.make_env(cfg)
         env.reset(seed=sg.EVAL_SEED_BASE + i)
-        done, n, first = False, 0, True
+        done, n = False, 0
         while not done:
             _, reward, terminated, truncated, info = env.step("north")
             n += 1
