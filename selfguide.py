@@ -220,6 +220,7 @@ PAD, BOS, EOS, GUIDED, UNGUIDED = (WORD_ID[w] for w in ["<pad>", "<bos>", "<eos>
                                                          "<unguided>"])
 GUIDE_IDS = [WORD_ID[w] for w in GUIDES]
 ACTION_IDS = [WORD_ID[w] for w in ACTIONS]
+WRITABLE_IDS = GUIDE_IDS + ACTION_IDS  # the only words the agent ever writes
 # Every token records the slot it fills; masks are built from these, never from token ids.
 SLOT_CONTEXT, SLOT_GUIDE, SLOT_ACTION = 0, 1, 2
 assert PAD == SLOT_CONTEXT == 0  # right-padding a stream with zeros pads tokens and slots alike
@@ -235,12 +236,21 @@ def build_tokenizer():
                                    bos_token="<bos>", eos_token="<eos>")
 
 
+def writable_column(device) -> torch.Tensor:
+    """(V,) long: the column of each writable word in WRITABLE_IDS order (0 for the others,
+    which are only ever context and never scored)."""
+    column = torch.zeros(len(WORDS), dtype=torch.long, device=device)
+    column[WRITABLE_IDS] = torch.arange(len(WRITABLE_IDS), device=device)
+    return column
+
+
 def slot_vocab_mask(device) -> torch.Tensor:
-    """(3, V) bool: which words each slot may hold. Context positions are unconstrained."""
-    mask = torch.zeros(3, len(WORDS), dtype=torch.bool, device=device)
+    """(3, W) bool over WRITABLE_IDS: which of the writable words each slot may hold (the
+    guide slot the three guides, the action slot the four moves; context: all, unused)."""
+    mask = torch.zeros(3, len(WRITABLE_IDS), dtype=torch.bool, device=device)
     mask[SLOT_CONTEXT] = True
-    mask[SLOT_GUIDE, GUIDE_IDS] = True
-    mask[SLOT_ACTION, ACTION_IDS] = True
+    mask[SLOT_GUIDE, :len(GUIDE_IDS)] = True
+    mask[SLOT_ACTION, len(GUIDE_IDS):] = True
     return mask
 
 
@@ -258,8 +268,20 @@ def make_policy(cfg: Config):
         vocab_size=len(WORDS), n_positions=episode_length(cfg.max_steps), n_embd=cfg.n_embd,
         n_layer=cfg.n_layer, n_head=cfg.n_head,
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,  # dropout off: rollout and update
+        # GPT-2's tanh approximation of GELU as one fused kernel instead of five Python ops
+        activation_function="gelu_pytorch_tanh",
+        use_cache=False,  # training passes keep no KV cache; the rollout asks for one
         bos_token_id=BOS, eos_token_id=EOS)  # see the same network
     return GPT2LMHeadModel(config)
+
+
+def writable_logits(policy, tokens, cache=None) -> torch.Tensor:
+    """The policy's logits for the writable words only: tokens (N, L) -> (N, L, W), columns in
+    WRITABLE_IDS order. Constrained decoding gives every other word probability 0, so this
+    equals the masked full-vocabulary distribution while computing 7 rows of the LM head
+    instead of all of them (most of a training pass's cost at this model size)."""
+    hidden = policy.transformer(tokens, cache=cache, use_cache=cache is not None).last_hidden_state
+    return hidden @ policy.lm_head.weight[WRITABLE_IDS].T       # (N, L, C) @ (C, W)
 
 
 def token_logprobs(policy, tokens, slots, temperature: float = 1.0) -> torch.Tensor:
@@ -267,10 +289,11 @@ def token_logprobs(policy, tokens, slots, temperature: float = 1.0) -> torch.Ten
     distribution the rollout sampled from; 0 at context positions.
 
     tokens, slots: (N, L). Returns (N, L), aligned with tokens."""
-    logits = policy(tokens).logits[:, :-1]                       # (N, L-1, V): p predicts p+1
-    allowed = slot_vocab_mask(tokens.device)[slots[:, 1:]]       # (N, L-1, V)
+    logits = writable_logits(policy, tokens)[:, :-1]             # (N, L-1, W): p predicts p+1
+    allowed = slot_vocab_mask(tokens.device)[slots[:, 1:]]       # (N, L-1, W)
     logp = torch.log_softmax(logits.masked_fill(~allowed, -math.inf) / temperature, dim=-1)
-    chosen = logp.gather(-1, tokens[:, 1:, None]).squeeze(-1)    # (N, L-1)
+    column = writable_column(tokens.device)[tokens[:, 1:]]      # (N, L-1); 0 for context words
+    chosen = logp.gather(-1, column[..., None]).squeeze(-1)      # (N, L-1)
     chosen = F.pad(chosen, (1, 0))                               # (N, L)
     return torch.where(slots != SLOT_CONTEXT, chosen, torch.zeros_like(chosen))
 
@@ -406,8 +429,8 @@ class Rollouts:
 
 
 def sample_slot(logits, slot: int, allowed, temperature: float, greedy: bool, generator):
-    """Constrained decoding: one token id per row among the slot's words. logits (N, V).
-    Returns the ids and their log-probs, each (N,)."""
+    """Constrained decoding: one word per row among the slot's words. logits (N, W) over
+    WRITABLE_IDS. Returns the chosen columns and their log-probs, each (N,)."""
     logp = torch.log_softmax(logits.masked_fill(~allowed[slot], -math.inf) / temperature, -1)
     if greedy:
         choice = logp.argmax(-1)
@@ -431,8 +454,7 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greed
         observations.append(observation)
         optimal.append(info["optimal_steps"])
     n, horizon = len(envs), cfg.max_steps
-    guide_index_of = torch.full((len(WORDS),), -1, device=device)  # token id -> index in GUIDES
-    guide_index_of[GUIDE_IDS] = torch.arange(len(GUIDES), device=device)
+    writable = torch.tensor(WRITABLE_IDS, device=device)  # column -> token id; guides first
     active = torch.ones(n, dtype=torch.bool, device=device)
     guides = torch.full((n, horizon), -1, dtype=torch.long, device=device)
     truths = torch.full((n, horizon), -1, dtype=torch.long, device=device)
@@ -447,10 +469,10 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greed
         logprobs = torch.zeros(tokens.shape, device=device) if logprobs is None else logprobs
         columns.append((tokens, slots, torch.where(slots != SLOT_CONTEXT, logprobs, 0.0)))
 
-    def next_logits(new_tokens):  # (n, V) at the last position
+    def next_logits(new_tokens):  # (n, W) at the last position
         if use_cache:
-            return policy(new_tokens, cache=cache, use_cache=True).logits[:, -1]
-        return policy(torch.cat([c[0] for c in columns], 1)).logits[:, -1]
+            return writable_logits(policy, new_tokens, cache)[:, -1]
+        return writable_logits(policy, torch.cat([c[0] for c in columns], 1))[:, -1]
 
     pending = torch.tensor([[BOS, GUIDED if guided else UNGUIDED]] * n, device=device)
     write(pending, SLOT_CONTEXT)
@@ -462,13 +484,14 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greed
         if guided:  # z_t ~ pi(. | h_{t-1}, o_t): judge before acting
             guide, logp = sample_slot(next_logits(pending), SLOT_GUIDE, allowed,
                                       cfg.temperature, greedy, generator)
-            guides[:, t] = torch.where(active, guide_index_of[guide], -1)
+            guides[:, t] = torch.where(active, guide, -1)  # guide columns index GUIDES
             truths[:, t] = torch.where(active, torch.tensor(previous_truth, device=device), -1)
-            pending = torch.where(active, guide, PAD)[:, None]
+            pending = torch.where(active, writable[guide], PAD)[:, None]
             write(pending, SLOT_GUIDE, logp[:, None])
         # a_t ~ pi(. | h_{t-1}, o_t, z_t)
         action, logp = sample_slot(next_logits(pending), SLOT_ACTION, allowed,
                                    cfg.temperature, greedy, generator)
+        action = writable[action]
         pending = torch.where(active, action, PAD)[:, None]
         write(pending, SLOT_ACTION, logp[:, None])
         # finished episodes stop stepping their environment; they only pad the batch

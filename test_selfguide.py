@@ -570,25 +570,27 @@ def test_observation_tokens_get_zero_gradient():
     assert (new.grad[~generated] == 0).all() and (new.grad[generated] != 0).any()
 
 
-def test_observation_tokens_get_zero_gradient_through_the_model():
+def test_observation_tokens_get_zero_gradient_through_the_model(monkeypatch):
     """Gradient of the GRPO loss w.r.t. the logits the model gives at positions that predict
     context tokens is exactly zero: only guide and action predictions are trained."""
     cfg = tiny_config()
     policy = tiny_policy()
     batch = sg.rollout(policy, list(range(6)), True, cfg, torch.Generator().manual_seed(0))
     captured = {}
+    real_logits = sg.writable_logits
 
-    def keep_logits(module, inputs, output):
+    def keep_logits(*args, **kwargs):
+        output = real_logits(*args, **kwargs)
         output.retain_grad()
         captured["logits"] = output
+        return output
 
-    hook = policy.lm_head.register_forward_hook(keep_logits)
+    monkeypatch.setattr(sg, "writable_logits", keep_logits)
     new = sg.token_logprobs(policy, batch.tokens, batch.slots)
-    hook.remove()
     advantages = torch.randn(6, 1).expand_as(new)
     loss, _ = sg.grpo_loss(new, batch.logprobs, advantages, batch.slots != sg.SLOT_CONTEXT, 0.2)
     loss.backward()
-    grad = captured["logits"].grad                      # (N, L, V); position p predicts p+1
+    grad = captured["logits"].grad                      # (N, L, W); position p predicts p+1
     predicts_context = torch.ones_like(batch.slots, dtype=torch.bool)
     predicts_context[:, :-1] = batch.slots[:, 1:] == sg.SLOT_CONTEXT
     assert (grad[predicts_context] == 0).all()
@@ -609,20 +611,22 @@ def test_first_minibatch_sees_ratio_one():
 # --- selfguide: evaluation ---
 
 class ScriptedPolicy(torch.nn.Module):
-    """Always writes the same guide and the same move, whatever it sees."""
+    """Always writes the same guide and the same move, whatever it sees: a constant hidden
+    state of 1 and an LM head that gives its two favourite words a logit of 20."""
 
     def __init__(self, guide: str, action: str):
         super().__init__()
         from transformers import GPT2Config
-        self.anchor = torch.nn.Parameter(torch.zeros(1))  # gives rollout() a device
         self.config = GPT2Config(vocab_size=len(sg.WORDS), n_embd=8, n_layer=1, n_head=1,
                                  bos_token_id=sg.BOS, eos_token_id=sg.EOS)
-        self.favourite = [sg.WORD_ID[guide], sg.WORD_ID[action]]
+        self.lm_head = torch.nn.Linear(1, len(sg.WORDS), bias=False)
+        torch.nn.init.zeros_(self.lm_head.weight)
+        with torch.no_grad():
+            self.lm_head.weight[[sg.WORD_ID[guide], sg.WORD_ID[action]]] = 20.0
 
-    def forward(self, input_ids, cache=None, use_cache=None):
-        logits = torch.zeros(*input_ids.shape, len(sg.WORDS))
-        logits[..., self.favourite] = 20.0
-        return sg.dataclasses.make_dataclass("Out", ["logits"])(logits)
+    def transformer(self, input_ids, cache=None, use_cache=None):
+        hidden = torch.ones(*input_ids.shape, 1)
+        return sg.dataclasses.make_dataclass("Out", ["last_hidden_state"])(hidden)
 
 
 def test_evaluation_of_a_scripted_policy_matches_a_hand_replay():
@@ -716,9 +720,10 @@ def test_training_runs_logs_finite_numbers_and_is_deterministic(tmp_path, overri
 
 def test_policy_gradient_raises_success_on_a_trivial_task():
     """Open 3x3 grid, goal two moves away, three moves allowed: a random policy mostly fails;
-    a few GRPO iterations from a random policy should raise success clearly."""
+    a few GRPO iterations from a random policy should raise success clearly. (Over seeds
+    0-11 these settings raised sampled success from about 0.1 to between 0.68 and 0.87.)"""
     cfg = sg.Config(size=3, wall_prob=0.0, min_distance=2, max_steps=3, n_layer=1, n_embd=32,
-                    n_head=2, variant="grpo", iterations=25, tasks_per_iter=8, group_size=8,
+                    n_head=2, variant="grpo", iterations=40, tasks_per_iter=16, group_size=8,
                     lr=3e-3, minibatches=2, eval_tasks=128, eval_every=1000)
     sg.seed_everything(0)
     policy = sg.make_policy(cfg).eval()
@@ -726,7 +731,7 @@ def test_policy_gradient_raises_success_on_a_trivial_task():
     before = sampled()
     sg.train(policy, policy, cfg)
     after = sampled()
-    assert after > before + 0.25, (before, after)
+    assert after > before + 0.4, (before, after)
 
 
 def test_branching_off_the_shared_prefix_equals_training_each_row_alone():
