@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -414,6 +415,12 @@ def load_policy(folder, cfg: Config, device):
 
 # --- Rollout: all episodes advance together, one token stream each, KV-cached ---
 
+@functools.lru_cache(maxsize=2**16)
+def observation_ids(observation: str) -> tuple:
+    """The token ids of an observation's words (memoised: mazes repeat their observations)."""
+    return tuple(WORD_ID[word] for word in observation.split())
+
+
 @dataclass
 class Rollouts:
     """A batch of N finished episodes; T = max_steps, L = their token length."""
@@ -455,12 +462,11 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greed
         optimal.append(info["optimal_steps"])
     n, horizon = len(envs), cfg.max_steps
     writable = torch.tensor(WRITABLE_IDS, device=device)  # column -> token id; guides first
-    active = torch.ones(n, dtype=torch.bool, device=device)
+    running = [True] * n  # per-episode bookkeeping stays in Python lists: the environments
+    active = torch.tensor(running, device=device)  # are Python, and element-wise tensor
+    env_return, steps, previous_truth = [0.0] * n, [0] * n, [-1] * n  # updates are slow
     guides = torch.full((n, horizon), -1, dtype=torch.long, device=device)
     truths = torch.full((n, horizon), -1, dtype=torch.long, device=device)
-    env_return = torch.zeros(n, device=device)
-    steps = torch.zeros(n, dtype=torch.long, device=device)
-    previous_truth = [-1] * n
     columns = []  # (tokens, slots, logprobs) blocks, each (n, k), in stream order
     cache = DynamicCache(config=policy.config) if use_cache else None
 
@@ -477,7 +483,7 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greed
     pending = torch.tensor([[BOS, GUIDED if guided else UNGUIDED]] * n, device=device)
     write(pending, SLOT_CONTEXT)
     for t in range(horizon):
-        seen = torch.tensor([[WORD_ID[w] for w in o.split()] for o in observations], device=device)
+        seen = torch.tensor([observation_ids(o) for o in observations], device=device)
         seen = torch.where(active[:, None], seen, PAD)                       # (n, 3)
         write(seen, SLOT_CONTEXT)
         pending = torch.cat([pending, seen], 1)
@@ -495,17 +501,19 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greed
         pending = torch.where(active, action, PAD)[:, None]
         write(pending, SLOT_ACTION, logp[:, None])
         # finished episodes stop stepping their environment; they only pad the batch
-        for i in active.nonzero().flatten().tolist():
-            observations[i], reward, terminated, truncated, info = envs[i].step(WORDS[action[i]])
+        moves = action.tolist()
+        for i in [i for i in range(n) if running[i]]:
+            observations[i], reward, terminated, truncated, info = envs[i].step(WORDS[moves[i]])
             previous_truth[i] = GUIDES.index(toy_env.true_polarity(info["progress"]))
             env_return[i] += reward
             steps[i] += 1
-            if terminated or truncated:
-                active[i] = False
-        if not active.any():
+            running[i] = not (terminated or truncated)
+        if not any(running):
             break
+        active = torch.tensor(running, device=device)
     tokens, slots, logprobs = (torch.cat(parts, 1) for parts in zip(*columns))
-    return Rollouts(tokens, slots, logprobs, guides, truths, env_return, steps,
+    return Rollouts(tokens, slots, logprobs, guides, truths,
+                    torch.tensor(env_return, device=device), torch.tensor(steps, device=device),
                     torch.tensor(optimal, device=device))
 
 

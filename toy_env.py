@@ -21,6 +21,7 @@ The API follows gymnasium's (reset / step / render) without depending on it.
 """
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections import deque
@@ -84,6 +85,36 @@ def bfs_distances(open_cells: set, goal: tuple) -> dict:
 
 # --- The environment ---
 
+def generate_layout(size: int, wall_prob: float, min_distance: int, rng: random.Random,
+                    max_tries: int):
+    """(open cells, start, goal, BFS distances to the goal, wall letters of every open cell),
+    all drawn from `rng`; RuntimeError after `max_tries` layouts without a start far enough."""
+    cells = [(r, c) for r in range(size) for c in range(size)]
+    for _ in range(max_tries):
+        open_cells = frozenset(cell for cell in cells if rng.random() >= wall_prob)
+        if len(open_cells) < 2:
+            continue
+        goal = rng.choice(sorted(open_cells))
+        distance = bfs_distances(open_cells, goal)
+        starts = sorted(cell for cell, d in distance.items() if d >= min_distance)
+        if starts:
+            walls = {(r, c): "".join(letter for letter, (dr, dc) in zip("NESW", MOVES.values())
+                                     if (r + dr, c + dc) not in open_cells)
+                     for r, c in open_cells}
+            return open_cells, rng.choice(starts), goal, distance, walls
+    raise RuntimeError(
+        f"no {size}x{size} maze with wall_prob={wall_prob} had a start {min_distance} steps "
+        f"from the goal in {max_tries} tries; lower wall_prob or min_distance")
+
+
+@functools.lru_cache(maxsize=4096)
+def seeded_layout(size: int, wall_prob: float, min_distance: int, seed: int, max_tries: int):
+    """The layout of task `seed` and the state its RNG is left in. Memoised because a GRPO
+    group resets G environments to the same task; the layout is never mutated."""
+    rng = random.Random(seed)
+    return generate_layout(size, wall_prob, min_distance, rng, max_tries), rng.getstate()
+
+
 class GridWorld:
     """A random maze with a start at least `min_distance` BFS steps from the goal.
 
@@ -114,30 +145,17 @@ class GridWorld:
         self._done = True
         self._position = None
 
-    # The layout: walls, start and goal, all from one seeded RNG.
-    def _generate(self, rng: random.Random):
-        cells = [(r, c) for r in range(self.size) for c in range(self.size)]
-        for _ in range(self.MAX_TRIES):
-            open_cells = {cell for cell in cells if rng.random() >= self.wall_prob}
-            if len(open_cells) < 2:
-                continue
-            goal = rng.choice(sorted(open_cells))
-            distance = bfs_distances(open_cells, goal)
-            starts = sorted(cell for cell, d in distance.items() if d >= self.min_distance)
-            if starts:
-                return open_cells, rng.choice(starts), goal, distance
-        raise RuntimeError(
-            f"no {self.size}x{self.size} maze with wall_prob={self.wall_prob} had a start "
-            f"{self.min_distance} steps from the goal in {self.MAX_TRIES} tries; "
-            f"lower wall_prob or min_distance")
-
     def reset(self, seed: int | None = None, options: dict | None = None):
         """Draw a new task; the same `seed` always gives the same maze, start and goal."""
         if options:
             raise ValueError(f"GridWorld.reset takes no options, got {sorted(options)}")
-        if seed is not None:
-            self._rng = random.Random(seed)
-        self._open, self._position, self._goal, self._distance = self._generate(self._rng)
+        settings = (self.size, self.wall_prob, self.min_distance)
+        if seed is None:  # continue this environment's own RNG
+            layout = generate_layout(*settings, self._rng, self.MAX_TRIES)
+        else:  # the same layout and RNG state as drawing it from random.Random(seed)
+            layout, state = seeded_layout(*settings, seed, self.MAX_TRIES)
+            self._rng.setstate(state)
+        self._open, self._position, self._goal, self._distance, self._walls = layout
         self._optimal_steps = self._distance[self._position]
         self._visited = {self._position}
         self._steps = 0
@@ -175,7 +193,7 @@ class GridWorld:
 
     def _observe(self) -> str:
         return " ".join([_cell_word("at", *self._position), _cell_word("goal", *self._goal),
-                         _walls_word(self.blocked())])
+                         _walls_word(self._walls[self._position])])
 
     def _info(self, progress: int, bumped: bool, revisited: bool) -> dict:
         return {"distance": self._distance[self._position],
