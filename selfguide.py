@@ -79,6 +79,9 @@ class Config:
     wall_prob: float = setting(0.3, "probability that a cell is a wall")
     min_distance: int = setting(12, "shortest path from start to goal is at least this long")
     max_steps: int = setting(24, "moves before an episode is truncated")
+    cue: bool = setting(False, "show a hot/cold cue, dist:K (the goal is K moves away), so the "
+                               "agent can judge its moves: the paper's familiar task")
+    cue_noise: float = setting(0.2, "share of its moves the cue-reading demonstrator misjudges")
     # the policy: a tiny GPT-2
     n_layer: int = setting(1, "transformer layers")
     n_embd: int = setting(64, "embedding width")
@@ -93,16 +96,30 @@ class Config:
     variant: str = setting("sg_gr", "grpo: env reward, no guide slot; sg: guide, lambda = 0; "
                                     "sg_gr: guide + guide reward under --schedule",
                            ["grpo", "sg", "sg_gr"])
-    schedule: str = setting("trapezoid", "trust schedule lambda(u) for sg_gr",
+    schedule: str = setting("trapezoid", "trust schedule lambda(u) of the internal reward",
                             ["trapezoid", "immediate", "never", "no_anneal"])
     enter_at: float = setting(0.5, "fraction of training at which lambda starts to rise")
+    internal_reward: str = setting("guide", "r_t of sg_gr: guide, the paper's g(z_t); controls: "
+                                            "oracle, 0.1 x the true progress of the judged move "
+                                            "(also with --variant grpo: no guide slot); random, "
+                                            "drawn with the shares of the policy's own guides",
+                                   ["guide", "oracle", "random"])
+    credit: str = setting("trajectory", "trajectory: one advantage per rollout (the paper); step: "
+                                        "each action is credited only with the internal rewards "
+                                        "that judge it and later moves (see step_credit)",
+                          ["trajectory", "step"])
     internal_return: str = setting("mean", "sum: the paper's sum_t r_t; mean: length-neutral guard",
                                    ["sum", "mean"])
-    guide_advantage: str = setting("env", "advantage of guide tokens: composite (paper) or "
-                                          "env (guard: a guide is never paid for its own reward)",
-                                   ["composite", "env"])
+    guide_advantage: str = setting("env", "advantage of guide tokens: composite (paper), env "
+                                          "(guard: a guide is never paid for its own reward) or "
+                                          "none (guides trained by the KL alone)",
+                                   ["composite", "env", "none"])
     kl_guide: float = setting(0.1, "k3 KL weight to the prior on guide tokens (guard; paper: 0)")
     kl_action: float = setting(0.0, "k3 KL weight to the prior on action tokens")
+    token_mean: str = setting("all", "all: one mean over guide and action tokens (token-level "
+                                     "GRPO); per_slot: guide and action tokens averaged apart, "
+                                     "so the guide slot does not halve the actions' weight",
+                              ["all", "per_slot"])
     # GRPO
     iterations: int = setting(150, "GRPO iterations")
     tasks_per_iter: int = setting(16, "tasks (groups) per iteration")
@@ -112,36 +129,41 @@ class Config:
     minibatches: int = setting(4, "minibatches per pass; more than one makes the clip act")
     clip: float = setting(0.2, "PPO clip range of the importance ratio")
     max_grad_norm: float = setting(1.0, "gradient clipping")
-    temperature: float = setting(1.0, "sampling temperature of rollouts during training")
+    temperature: float = setting(1.0, "sampling temperature of actions during training")
+    guide_temperature: float = setting(1.0, "sampling temperature of guides during training")
     advantage: str = setting("grpo", "grpo: (R - mean) / std; drgrpo: R - mean (Dr. GRPO)",
                              ["grpo", "drgrpo"])
     # evaluation and bookkeeping
     eval_tasks: int = setting(500, "held-out tasks (a seed range never used in training)")
-    eval_every: int = setting(25, "iterations between held-out evaluations")
+    eval_every: int = setting(10, "iterations between held-out evaluations")
+    final_evals: int = setting(3, "the final score is the mean of this many last evaluations")
     seed: int = setting(0, "seeds torch, Python's random, the tasks and the prior")
     device: str = setting("auto", "auto, cpu, cuda or cuda:N")
     threads: int = setting(0, "CPU threads for torch (0: torch's default)")
     out: str = setting("", "run folder (default runs/<variant>-seed<seed>)")
     init_from: str = setting("", "start from this saved policy instead of the prior")
     eval_only: bool = setting(False, "only evaluate --init-from (or the prior) and exit")
-    bench: bool = setting(False, "print rollout (cached vs recomputed) and Stage 0 timings and exit")
+    bench: bool = setting(False, "print timings (rollout cached vs recomputed, one GRPO "
+                                 "iteration, Stage 0) and exit")
     # the paper's table on the toy
     compare: bool = setting(False, "train every row of the paper's table per seed; write "
                                    "compare.md / compare.json to --out (default runs/compare)")
     seeds: int = setting(3, "--compare: seeds (each with its own prior), from --seed on")
-    guards: bool = setting(False, "--compare: add the guard ablation rows")
     rows: str = setting("paper", "--compare: paper (every row of ROWS) or core (GRPO, GRPO w/ SG, "
                                  "GRPO w/ SG & GR)", ["paper", "core"])
+    controls: bool = setting(False, "--compare: add the control rows (oracle and random reward)")
+    guards: bool = setting(False, "--compare: add the guard ablation rows")
     workers: int = setting(1, "--compare: seeds trained in parallel processes (1 thread each)")
     plot: bool = setting(False, "draw the figure of --compare (or, alone, of the last one in "
                                 "--out) into assets/compare.png; needs matplotlib")
     quick: bool = setting(False, "a smaller preset for a laptop demo: see QUICK")
-    paper_faithful: bool = setting(False, "switch every guard off (the paper as written)")
+    paper_faithful: bool = setting(False, "the paper as written: every guard off, trajectory "
+                                          "credit, one token mean")
 
     def __post_init__(self):
         positive = ["max_steps", "n_layer", "n_embd", "n_head", "prior_episodes", "prior_epochs",
                     "prior_batch", "iterations", "tasks_per_iter", "group_size", "update_epochs",
-                    "minibatches", "eval_tasks", "eval_every"]
+                    "minibatches", "eval_tasks", "eval_every", "final_evals", "seeds", "workers"]
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
@@ -149,26 +171,41 @@ class Config:
             raise ValueError(f"--n-embd ({self.n_embd}) must be divisible by --n-head ({self.n_head})")
         if not 0.0 <= self.enter_at <= 1.0:
             raise ValueError("--enter-at is a fraction of training, in [0, 1]")
-        if self.temperature <= 0 or self.clip <= 0 or self.lr <= 0 or self.prior_lr <= 0:
-            raise ValueError("--temperature, --clip, --lr and --prior-lr must be positive")
+        if not 0.0 <= self.cue_noise <= 1.0:
+            raise ValueError("--cue-noise is a share of moves, in [0, 1]")
+        if min(self.temperature, self.guide_temperature, self.clip, self.lr, self.prior_lr) <= 0:
+            raise ValueError("--temperature, --guide-temperature, --clip, --lr and --prior-lr "
+                             "must be positive")
         if self.kl_guide < 0 or self.kl_action < 0:
             raise ValueError("KL weights must not be negative")
         if self.minibatches > self.tasks_per_iter * self.group_size:
             raise ValueError("--minibatches cannot exceed the rollouts per iteration")
-        if self.seeds < 1 or self.workers < 1:
-            raise ValueError("--seeds and --workers must be at least 1")
-        GridWorld(self.size, self.wall_prob, self.min_distance, self.max_steps)  # its own checks
+        if self.internal_reward != "guide" and self.variant == "sg":
+            raise ValueError("--variant sg never pays an internal reward (lambda = 0); use "
+                             "sg_gr for the oracle and random controls")
+        if self.internal_reward == "random" and not self.guided:
+            raise ValueError("--internal-reward random draws with the shares of the policy's "
+                             "own guides, so it needs a guide slot (--variant sg_gr)")
+        make_env(self)  # the environment's own checks, with its own messages
         if self.paper_faithful:
             for name, value in PAPER_FAITHFUL.items():
                 setattr(self, name, value)
 
     @property
     def guided(self) -> bool:
+        """Does the agent write a guide before each action?"""
         return self.variant != "grpo"
 
+    @property
+    def rewarded(self) -> bool:
+        """Is an internal reward paid (lambda follows --schedule)? The full method, and GRPO
+        with the oracle reward (a control); lambda = 0 otherwise."""
+        return self.variant == "sg_gr" or (self.variant == "grpo" and self.internal_reward == "oracle")
 
-PAPER_FAITHFUL = {"kl_guide": 0.0, "internal_return": "sum", "guide_advantage": "composite"}
-QUICK = {"iterations": 60, "eval_every": 20, "eval_tasks": 200, "prior_episodes": 4000, "seeds": 1}
+
+PAPER_FAITHFUL = {"kl_guide": 0.0, "internal_return": "sum", "guide_advantage": "composite",
+                  "credit": "trajectory", "token_mean": "all"}
+QUICK = {"seeds": 2, "workers": 2, "rows": "core"}
 
 
 def parse_config(argv=None) -> Config:
@@ -257,16 +294,16 @@ def slot_vocab_mask(device) -> torch.Tensor:
 
 # --- Policy: a tiny GPT-2 ---
 
-def episode_length(max_steps: int) -> int:
-    """Tokens in the longest episode: <bos> <mode>, then per step 3 observation words, a guide
-    and an action."""
-    return 2 + max_steps * (toy_env.OBSERVATION_WORDS + 2)
+def episode_length(cfg: Config) -> int:
+    """Tokens in the longest episode: <bos> <mode>, then per step the observation's words
+    (3, or 4 with the cue), a guide and an action."""
+    return 2 + cfg.max_steps * (toy_env.observation_words(cfg.cue) + 2)
 
 
 def make_policy(cfg: Config):
     from transformers import GPT2Config, GPT2LMHeadModel
     config = GPT2Config(
-        vocab_size=len(WORDS), n_positions=episode_length(cfg.max_steps), n_embd=cfg.n_embd,
+        vocab_size=len(WORDS), n_positions=episode_length(cfg), n_embd=cfg.n_embd,
         n_layer=cfg.n_layer, n_head=cfg.n_head,
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,  # dropout off: rollout and update
         # GPT-2's tanh approximation of GELU as one fused kernel instead of five Python ops
@@ -285,14 +322,18 @@ def writable_logits(policy, tokens, cache=None) -> torch.Tensor:
     return hidden @ policy.lm_head.weight[WRITABLE_IDS].T       # (N, L, C) @ (C, W)
 
 
-def token_logprobs(policy, tokens, slots, temperature: float = 1.0) -> torch.Tensor:
+def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
+                   guide_temperature: float | None = None) -> torch.Tensor:
     """log pi(token) for every generated token, under the same constrained, tempered
-    distribution the rollout sampled from; 0 at context positions.
+    distribution the rollout sampled from (guides at guide_temperature, if given); 0 at
+    context positions.
 
     tokens, slots: (N, L). Returns (N, L), aligned with tokens."""
     logits = writable_logits(policy, tokens)[:, :-1]             # (N, L-1, W): p predicts p+1
     allowed = slot_vocab_mask(tokens.device)[slots[:, 1:]]       # (N, L-1, W)
-    logp = torch.log_softmax(logits.masked_fill(~allowed, -math.inf) / temperature, dim=-1)
+    per_slot = [1.0, temperature if guide_temperature is None else guide_temperature, temperature]
+    temperatures = torch.tensor(per_slot, device=tokens.device)[slots[:, 1:], None]  # (N, L-1, 1)
+    logp = torch.log_softmax(logits.masked_fill(~allowed, -math.inf) / temperatures, dim=-1)
     column = writable_column(tokens.device)[tokens[:, 1:]]      # (N, L-1); 0 for context words
     chosen = logp.gather(-1, column[..., None]).squeeze(-1)      # (N, L-1)
     chosen = F.pad(chosen, (1, 0))                               # (N, L)
@@ -306,7 +347,7 @@ EVAL_SEED_BASE = 10**9   # ... and the held-out tasks yet another range
 
 
 def make_env(cfg: Config) -> GridWorld:
-    return GridWorld(cfg.size, cfg.wall_prob, cfg.min_distance, cfg.max_steps)
+    return GridWorld(cfg.size, cfg.wall_prob, cfg.min_distance, cfg.max_steps, cue=cfg.cue)
 
 
 def encode_episode(steps, guided: bool):
@@ -331,9 +372,10 @@ def demonstration_corpus(cfg: Config):
     env, sequences = make_env(cfg), []
     for i in tqdm(range(cfg.prior_episodes), desc="demonstrations", leave=False,
                   disable=cfg.workers > 1):
-        steps, _ = toy_env.demonstrate(env, seed=PRIOR_SEED_BASE + cfg.seed * 10**6 + i)
+        steps, _ = toy_env.demonstrate(env, seed=PRIOR_SEED_BASE + cfg.seed * 10**6 + i,
+                                       cue_noise=cfg.cue_noise)
         sequences += [encode_episode(steps, guided=True), encode_episode(steps, guided=False)]
-    length = episode_length(cfg.max_steps)
+    length = episode_length(cfg)
     tokens = torch.full((len(sequences), length), PAD)
     slots = torch.full((len(sequences), length), SLOT_CONTEXT)
     for row, (ids, kinds) in enumerate(sequences):
@@ -368,23 +410,30 @@ def clone_demonstrator(policy, tokens, slots, cfg: Config, device, desc="Stage 0
 
 def prior_key(cfg: Config) -> str:
     """The settings a prior depends on; a change to any of them trains a new one."""
-    names = ["size", "wall_prob", "min_distance", "max_steps", "n_layer", "n_embd", "n_head",
-             "prior_episodes", "prior_epochs", "prior_batch", "prior_lr", "seed"]
-    text = json.dumps({n: getattr(cfg, n) for n in names}, sort_keys=True)
+    names = ["size", "wall_prob", "min_distance", "max_steps", "cue", "cue_noise", "n_layer",
+             "n_embd", "n_head", "prior_episodes", "prior_epochs", "prior_batch", "prior_lr", "seed"]
+    text = json.dumps({"words": len(WORDS), **{n: getattr(cfg, n) for n in names}}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def load_or_train_prior(cfg: Config, device):
-    """The Stage 0 prior for these settings, from the cache if it is there."""
+def load_or_train_prior(cfg: Config, device, timings: dict | None = None):
+    """The Stage 0 prior for these settings, from the cache if it is there. If it is cloned
+    now, its seconds (demonstrations, cloning) are added to `timings`."""
     folder = Path(cfg.prior_cache) / f"prior-{prior_key(cfg)}"
     if (folder / "model.safetensors").exists():
         return load_policy(folder, cfg, device)
     torch.manual_seed(cfg.seed)
     policy = make_policy(cfg).to(device)
     start = time.perf_counter()
-    losses = clone_demonstrator(policy, *demonstration_corpus(cfg), cfg, device)
-    tqdm.write(f"Stage 0 prior: cloned {cfg.prior_episodes} episodes x 2 formats in "
-               f"{time.perf_counter() - start:.0f} s, final loss {losses[-1]:.3f} -> {folder}")
+    corpus = demonstration_corpus(cfg)
+    middle = time.perf_counter()
+    losses = clone_demonstrator(policy, *corpus, cfg, device)
+    seconds = {"demonstrations": middle - start, "cloning": time.perf_counter() - middle}
+    tqdm.write(f"Stage 0 prior: {cfg.prior_episodes} demonstrations in "
+               f"{seconds['demonstrations']:.0f} s, cloned (both formats) in "
+               f"{seconds['cloning']:.0f} s, final loss {losses[-1]:.3f} -> {folder}")
+    if timings is not None:
+        timings.update(seconds)
     save_policy(policy, folder)
     return policy.eval()
 
@@ -396,21 +445,36 @@ def save_policy(policy, folder: Path):
     build_tokenizer().save_pretrained(folder)
 
 
+def check_saved_policy(folder, cfg: Config):
+    """Exit with one clear line if `folder` cannot hold a policy for these settings. Reads
+    only config.json, so a wrong --init-from fails in a second, before any work."""
+    path = Path(folder)
+    if not path.is_dir():
+        raise SystemExit(f"error: {str(folder)!r} is not a folder; give a folder written by "
+                         f"selfguide.py (runs/<variant>-seed<seed>)")
+    if not (path / "config.json").exists() or not (path / "model.safetensors").exists():
+        raise SystemExit(f"error: {str(folder)!r} holds no saved policy (no config.json and "
+                         f"model.safetensors); give a folder written by selfguide.py")
+    try:
+        saved = json.loads((path / "config.json").read_text())
+        vocab_size, positions = saved["vocab_size"], saved["n_positions"]
+    except (ValueError, KeyError):
+        raise SystemExit(f"error: {str(folder)!r}/config.json is not a GPT-2 config written by "
+                         f"selfguide.py") from None
+    if vocab_size != len(WORDS):
+        raise SystemExit(f"error: {str(folder)!r} was trained with another vocabulary "
+                         f"({vocab_size} words, this file has {len(WORDS)})")
+    if positions < episode_length(cfg):
+        raise SystemExit(f"error: {str(folder)!r} holds episodes of at most {positions} tokens, "
+                         f"too few for --max-steps {cfg.max_steps}"
+                         f"{' with the cue' if cfg.cue else ''} ({episode_length(cfg)} tokens)")
+
+
 def load_policy(folder, cfg: Config, device):
     """A saved policy, checked against this file's vocabulary and episode length."""
     from transformers import AutoModelForCausalLM
-    path = Path(folder)
-    if not (path / "config.json").exists():
-        raise SystemExit(f"error: {str(folder)!r} holds no saved policy (no config.json); "
-                         f"give a folder written by selfguide.py")
-    policy = AutoModelForCausalLM.from_pretrained(path).to(device).eval()
-    if policy.config.vocab_size != len(WORDS):
-        raise SystemExit(f"error: {str(folder)!r} was trained with another vocabulary "
-                         f"({policy.config.vocab_size} words, this file has {len(WORDS)})")
-    if policy.config.n_positions < episode_length(cfg.max_steps):
-        raise SystemExit(f"error: {str(folder)!r} holds episodes of at most {policy.config.n_positions} "
-                         f"tokens, too few for --max-steps {cfg.max_steps}")
-    return policy
+    check_saved_policy(folder, cfg)
+    return AutoModelForCausalLM.from_pretrained(Path(folder)).to(device).eval()
 
 
 # --- Rollout: all episodes advance together, one token stream each, KV-cached ---
@@ -428,8 +492,9 @@ class Rollouts:
     slots: torch.Tensor          # (N, L) SLOT_GUIDE / SLOT_ACTION where the policy wrote
     logprobs: torch.Tensor       # (N, L) log-prob under the sampling distribution; 0 in context
     guides: torch.Tensor         # (N, T) index into GUIDES of the guide written; -1 if none
-    truths: torch.Tensor         # (N, T) index into GUIDES of the true progress the guide
-                                 #        judges (the previous move); -1 at t = 0 or no step
+    truths: torch.Tensor         # (N, T) index into GUIDES of the true progress of the move
+                                 #        a guide at step t judges (move t-1), recorded with or
+                                 #        without a guide slot; -1 at t = 0 or no step
     env_return: torch.Tensor     # (N,) R_env: 1.0 on success
     steps: torch.Tensor          # (N,) moves taken
     optimal: torch.Tensor        # (N,) shortest path at the start
@@ -487,11 +552,11 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greed
         seen = torch.where(active[:, None], seen, PAD)                       # (n, 3)
         write(seen, SLOT_CONTEXT)
         pending = torch.cat([pending, seen], 1)
+        truths[:, t] = torch.where(active, torch.tensor(previous_truth, device=device), -1)
         if guided:  # z_t ~ pi(. | h_{t-1}, o_t): judge before acting
             guide, logp = sample_slot(next_logits(pending), SLOT_GUIDE, allowed,
-                                      cfg.temperature, greedy, generator)
+                                      cfg.guide_temperature, greedy, generator)
             guides[:, t] = torch.where(active, guide, -1)  # guide columns index GUIDES
-            truths[:, t] = torch.where(active, torch.tensor(previous_truth, device=device), -1)
             pending = torch.where(active, writable[guide], PAD)[:, None]
             write(pending, SLOT_GUIDE, logp[:, None])
         # a_t ~ pi(. | h_{t-1}, o_t, z_t)
@@ -530,11 +595,34 @@ def guide_to_reward(text: str) -> float:
     return 0.0
 
 
-def step_rewards(guides: torch.Tensor) -> torch.Tensor:
-    """r_t for every step of a batch: guides (N, T) index GUIDES, -1 where no guide was
-    written. Returns (N, T), 0 where no guide was written."""
-    table = [guide_to_reward(word) for word in GUIDES] + [0.0]  # index -1 reads the last entry
-    return torch.tensor(table, device=guides.device)[guides]
+def step_rewards(guides: torch.Tensor, truths: torch.Tensor, source: str = "guide",
+                 generator=None) -> torch.Tensor:
+    """r_t for every step of a batch. guides, truths: (N, T) index GUIDES (the guide written
+    at step t, and the true progress of the move it judges), -1 where there is none.
+    Returns (N, T), 0 where no reward is due.
+
+    guide:  r_t = g(z_t), the paper.
+    oracle (control): r_t = 0.1 x the true progress of the move z_t judges, in place of
+            g(z_t): what a perfect guide would pay, the ceiling of any internal reward here.
+    random (control): each written guide's polarity redrawn independently of the move, with
+            the shares of this batch's guides: an internal reward that carries no information."""
+    table = torch.tensor([guide_to_reward(word) for word in GUIDES] + [0.0],
+                         device=guides.device)  # index -1 reads the last entry
+    if source == "oracle":
+        return table[truths]
+    if source == "random":
+        written = guides >= 0
+        shares = torch.bincount(guides[written], minlength=len(GUIDES)).float()
+        drawn = torch.multinomial(shares, guides.numel(), replacement=True, generator=generator)
+        guides = torch.where(written, drawn.view_as(guides), -1)
+    return table[guides]
+
+
+def length_neutral(rewards: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+    """Guard (--internal-return mean): each r_t divided by the episode's length, so the
+    episode's internal return is the mean of its rewards rather than their sum: with the sum,
+    a policy that calls every step positive earns more the longer it stalls. (N, T) -> (N, T)."""
+    return rewards / steps.clamp(min=1)[:, None]
 
 
 # --- Self-Guide: stage-wise trust schedule lambda(u) ("trust follows competence") ---
@@ -562,14 +650,9 @@ def trust_schedule(iteration: int, total: int, kind: str = "trapezoid",
 
 # --- Self-Guide: composite return (Sec. 3, R(tau; u) = R_env(tau) + lambda(u) * sum_t r_t) ---
 
-def composite_return(env_return, guide_rewards, steps, trust: float, length_neutral=False):
-    """env_return, steps: (N,); guide_rewards: (N, T). Returns (R, internal_return), each (N,).
-
-    length_neutral replaces the sum by the mean over the episode's steps: with the sum, a
-    policy that calls every step positive earns more the longer it stalls."""
-    internal_return = guide_rewards.sum(1)
-    if length_neutral:
-        internal_return = internal_return / steps.clamp(min=1)
+def composite_return(env_return, rewards, trust: float):
+    """env_return: (N,); rewards: (N, T), the r_t. Returns (R, internal_return), each (N,)."""
+    internal_return = rewards.sum(1)
     return env_return + trust * internal_return, internal_return
 
 
@@ -593,26 +676,78 @@ def group_advantages(returns: torch.Tensor, eps: float = 1e-6, scale: bool = Tru
     return torch.where(zero_variance(returns)[:, None], torch.zeros_like(centered), centered)
 
 
+# --- GRPO with step-level credit (--credit step; departure 5 in the docstring) ---
+
+def step_credit(advantages, rewards, returns, trust: float, group_size: int, scale: bool = True,
+                eps: float = 1e-6):
+    """Per-step advantages that credit each action only with the internal rewards that judge
+    it or later moves. advantages, returns: (N,), the paper's A_i and the composite returns R_i
+    it was computed from; rewards: (N, T), r_t of the guide written at step t (which judges
+    move t-1). Returns (action, guide) advantages, each (N, T): of a_t and of z_t.
+
+    The guide z_{t+1} judges a_t, so a_t is credited with r_{t+1}, r_{t+2}, ..., never with the
+    rewards written up to it, P_{i,t} = r_0 + ... + r_t, which it cannot have caused:
+
+        A_{i,t} = A_i - lambda * (P_{i,t} - mean_j P_{j,t}) / (std_j R_j + eps)
+
+    the paper's A_i with each action's past rewards taken out. Equivalently the reward-to-go
+    of a_t, minus the group's mean reward-to-go at the same step (0 for a rollout that has
+    ended), over the same scale as A_i. A guide z_t, when it gets the composite advantage
+    (--guide-advantage composite), is credited from its own reward r_t on (past P_{i,t-1}).
+    A group whose returns are all equal keeps advantage 0, as in group_advantages; scale=False
+    (Dr. GRPO) drops the division. At lambda = 0 this is exactly A_i."""
+    num_groups = len(returns) // group_size
+    grouped = returns.view(num_groups, group_size)
+    std = grouped.std(dim=1, unbiased=False).repeat_interleave(group_size)[:, None]   # (N, 1)
+    flat = zero_variance(grouped).repeat_interleave(group_size)[:, None]               # (N, 1)
+
+    def without_past(past):  # past: (N, T), the rewards each step's token is not credited with
+        per_group = past.view(num_groups, group_size, -1)
+        centred = (per_group - per_group.mean(dim=1, keepdim=True)).view_as(past)
+        if scale:
+            centred = centred / (std + eps)
+        return advantages[:, None] - trust * torch.where(flat, 0.0, centred)
+
+    written_up_to = rewards.cumsum(dim=1)                                              # (N, T)
+    return without_past(written_up_to), without_past(written_up_to - rewards)
+
+
+def per_token(slots, action_advantages, guide_advantages):
+    """Spread per-step advantages (N, T) over the token stream: slots (N, L) -> (N, L). A
+    token's step is read off the slots (the number of actions before it); context gets 0."""
+    is_action = slots == SLOT_ACTION
+    step = (is_action.cumsum(1) - is_action.long()).clamp(max=action_advantages.shape[1] - 1)
+    return torch.where(is_action, action_advantages.gather(1, step),
+                       torch.where(slots == SLOT_GUIDE, guide_advantages.gather(1, step), 0.0))
+
+
 # --- GRPO: clipped surrogate with a k3 KL to the reference, token-level aggregation ---
 
-def grpo_loss(new_logprobs, old_logprobs, advantages, generated, clip: float,
-              reference_logprobs=None, kl_weights=None):
-    """All inputs (N, L), aligned with the tokens; generated is a bool mask of the guide and
-    action tokens (from slots), advantages the rollout's advantage broadcast to its tokens,
-    kl_weights the KL weight per token (guide and action weighted apart).
+def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
+              reference_logprobs=None, kl_weights=None, token_mean: str = "all"):
+    """All inputs (N, L), aligned with the tokens; slots marks the guide and action tokens,
+    advantages each token's advantage, kl_weights the KL weight per token (guide and action
+    weighted apart).
 
-    loss = mean over generated tokens of -min(rho A, clip(rho) A) + beta * KL_k3(pi || ref)."""
+    loss = mean over generated tokens of -min(rho A, clip(rho) A) + beta * KL_k3(pi || ref).
+    token_mean "per_slot" takes that mean over the guide and the action tokens apart and adds
+    the two, so the actions' term is what it would be without a guide slot."""
+    generated = slots != SLOT_CONTEXT
     log_ratio = torch.where(generated, new_logprobs - old_logprobs, 0.0)
     ratio = log_ratio.exp()
     surrogate = torch.min(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
-    per_token = -surrogate
-    kl = torch.zeros_like(per_token)
+    per_token_loss = -surrogate
+    kl = torch.zeros_like(per_token_loss)
     if reference_logprobs is not None:
         log_ref_ratio = torch.where(generated, reference_logprobs - new_logprobs, 0.0)
         kl = log_ref_ratio.exp() - log_ref_ratio - 1  # k3: unbiased, always >= 0
-        per_token = per_token + kl_weights * kl
+        per_token_loss = per_token_loss + kl_weights * kl
     count = generated.sum().clamp(min=1)
-    loss = torch.where(generated, per_token, 0.0).sum() / count
+    if token_mean == "per_slot":
+        loss = sum(torch.where(slots == slot, per_token_loss, 0.0).sum() / (slots == slot).sum()
+                   for slot in (SLOT_GUIDE, SLOT_ACTION) if (slots == slot).any())
+    else:
+        loss = torch.where(generated, per_token_loss, 0.0).sum() / count
     with torch.no_grad():
         stats = {"clip_fraction": (((ratio - 1).abs() > clip) & generated).sum().item() / count.item(),
                  "approx_kl": torch.where(generated, ratio - 1 - log_ratio, 0.0).sum().item() / count.item(),
@@ -624,18 +759,18 @@ def grpo_update(policy, optimizer, rollouts: Rollouts, token_advantages, referen
                 kl_weights, cfg: Config, generator):
     """Several minibatch passes over one iteration's rollouts; the first minibatch sees the
     exact rollout policy (ratio 1), later ones a moved one, so the clip acts."""
-    generated = rollouts.slots != SLOT_CONTEXT
     stats = []
     for _ in range(cfg.update_epochs):
         order = torch.randperm(len(rollouts.tokens), generator=generator)
         for batch in order.chunk(cfg.minibatches):
             batch = batch.to(rollouts.tokens.device)
             new_logprobs = token_logprobs(policy, rollouts.tokens[batch], rollouts.slots[batch],
-                                          cfg.temperature)
+                                          cfg.temperature, cfg.guide_temperature)
             loss, batch_stats = grpo_loss(
-                new_logprobs, rollouts.logprobs[batch], token_advantages[batch], generated[batch],
-                cfg.clip, None if reference_logprobs is None else reference_logprobs[batch],
-                None if kl_weights is None else kl_weights[batch])
+                new_logprobs, rollouts.logprobs[batch], token_advantages[batch],
+                rollouts.slots[batch], cfg.clip,
+                None if reference_logprobs is None else reference_logprobs[batch],
+                None if kl_weights is None else kl_weights[batch], cfg.token_mean)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
@@ -668,7 +803,7 @@ def episode_metrics(rollouts: Rollouts) -> dict:
     return metrics
 
 
-def evaluate(policy, cfg: Config, guided: bool, greedy=True, passes=1, batch_size=256) -> dict:
+def evaluate(policy, cfg: Config, guided: bool, greedy=True, passes=1, batch_size=512) -> dict:
     """Metrics on the fixed held-out tasks (never trained on), averaged over `passes`."""
     seeds = [EVAL_SEED_BASE + i for i in range(cfg.eval_tasks)]
     generator = torch.Generator(device=next(policy.parameters()).device).manual_seed(cfg.seed)
@@ -729,10 +864,16 @@ def new_train_state(policy, cfg: Config) -> TrainState:
                       torch.Generator().manual_seed(cfg.seed))
 
 
+def trust_at(cfg: Config, iteration: int) -> float:
+    """lambda(u) of this run: the schedule where an internal reward is paid, 0 elsewhere."""
+    if not cfg.rewarded:
+        return 0.0
+    return trust_schedule(iteration, cfg.iterations, cfg.schedule, cfg.enter_at)
+
+
 def grpo_iteration(policy, reference, cfg: Config, state: TrainState, iteration: int) -> dict:
     """One iteration: rollouts, composite returns, advantages, clipped updates. Returns its record."""
-    trust = trust_schedule(iteration, cfg.iterations, cfg.schedule, cfg.enter_at) \
-        if cfg.variant == "sg_gr" else 0.0
+    trust = trust_at(cfg, iteration)
     # --- rollouts: G episodes of each sampled task, from the current policy ---
     start = time.perf_counter()
     task_seeds = [state.tasks.randrange(TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
@@ -740,37 +881,49 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState, iteration:
     batch = rollout(policy, [s for s in task_seeds for _ in range(cfg.group_size)],
                     cfg.guided, cfg, state.sampler)
     rollout_seconds = time.perf_counter() - start
-    # --- returns and advantages: R = R_env + lambda * internal return, per group ---
-    guide_rewards = step_rewards(batch.guides)                                             # (N, T)
-    returns, _ = composite_return(batch.env_return, guide_rewards, batch.steps, trust,
-                                  cfg.internal_return == "mean")
-    grouped = (-1, cfg.group_size)
+    # --- internal rewards and returns: R = R_env + lambda * internal return, per group ---
+    control = torch.Generator(device=batch.guides.device).manual_seed(cfg.seed * 10**6 + iteration)
+    rewards = step_rewards(batch.guides, batch.truths, cfg.internal_reward, control)      # (N, T)
+    if cfg.internal_return == "mean":
+        rewards = length_neutral(rewards, batch.steps)
+    returns, _ = composite_return(batch.env_return, rewards, trust)
+    # --- advantages: one per rollout (the paper) or one per step (--credit step) ---
+    grouped, horizon = (-1, cfg.group_size), rewards.shape[1]
     scale = cfg.advantage == "grpo"
     advantage = group_advantages(returns.view(grouped), scale=scale).flatten()             # (N,)
     env_advantage = group_advantages(batch.env_return.view(grouped), scale=scale).flatten()
-    guide_advantage = env_advantage if cfg.guide_advantage == "env" else advantage
-    is_guide = batch.slots == SLOT_GUIDE                                                   # (N, L)
-    token_advantages = torch.where(is_guide, guide_advantage[:, None], advantage[:, None])
+    if cfg.credit == "step":
+        action_advantage, guide_advantage = step_credit(advantage, rewards, returns, trust,
+                                                        cfg.group_size, scale)             # (N, T)
+    else:
+        action_advantage = guide_advantage = advantage[:, None].expand(-1, horizon)
+    if cfg.guide_advantage == "env":  # guard: a guide is never paid for the reward it grants
+        guide_advantage = env_advantage[:, None].expand(-1, horizon)
+    elif cfg.guide_advantage == "none":
+        guide_advantage = torch.zeros_like(guide_advantage)
+    token_advantages = per_token(batch.slots, action_advantage, guide_advantage)           # (N, L)
+    # --- reference log-probs for the KL to the prior ---
+    start = time.perf_counter()
     reference_logprobs = kl_weights = None
     if cfg.kl_guide > 0 or cfg.kl_action > 0:
         with torch.no_grad():
             reference_logprobs = token_logprobs(reference, batch.tokens, batch.slots,
-                                                cfg.temperature)
-        kl_weights = torch.where(is_guide, cfg.kl_guide, cfg.kl_action)
+                                                cfg.temperature, cfg.guide_temperature)
+        kl_weights = torch.where(batch.slots == SLOT_GUIDE, cfg.kl_guide, cfg.kl_action)
+    reference_seconds = time.perf_counter() - start
     # --- policy update: several clipped minibatch passes ---
     start = time.perf_counter()
     update = grpo_update(policy, state.optimizer, batch, token_advantages, reference_logprobs,
                          kl_weights, cfg, state.shuffler)
+    guide_rewards = step_rewards(batch.guides, batch.truths)  # g(z_t), logged whatever R used
     return {"iteration": iteration, "trust": trust, **episode_metrics(batch),
             "env_return": batch.env_return.mean().item(),
-            # both forms of the internal return, whichever one R used, so that a branched
-            # run's log equals an unbranched one's
             "internal_return_sum": guide_rewards.sum(1).mean().item(),
             "internal_return_mean": (guide_rewards.sum(1) / batch.steps).mean().item(),
             "zero_variance_groups": zero_variance(returns.view(grouped)).float().mean().item(),
             "env_zero_variance_groups":
                 zero_variance(batch.env_return.view(grouped)).float().mean().item(),
-            **update, "rollout_seconds": rollout_seconds,
+            **update, "rollout_seconds": rollout_seconds, "reference_seconds": reference_seconds,
             "update_seconds": time.perf_counter() - start}
 
 
@@ -788,7 +941,9 @@ def train(policy, reference, cfg: Config, log_file=None, state: TrainState | Non
         record = grpo_iteration(policy, reference, cfg, state, iteration)
         bar.set_postfix(success=f"{record['success']:.2f}", trust=f"{record['trust']:.2f}")
         if iteration % cfg.eval_every == 0 or iteration == cfg.iterations:
+            start = time.perf_counter()
             record["eval"] = evaluate(policy, cfg, cfg.guided)
+            record["eval_seconds"] = time.perf_counter() - start
             tqdm.write(f"{cfg.variant} seed {cfg.seed} iter {iteration:4d}  lambda "
                        f"{record['trust']:.2f}  held-out {format_metrics(record['eval'])}")
         state.records.append(record)
@@ -797,6 +952,17 @@ def train(policy, reference, cfg: Config, log_file=None, state: TrainState | Non
             log_file.write(json.dumps(record) + "\n")
             log_file.flush()
     return state
+
+
+def final_metrics(records: list, count: int) -> dict:
+    """The final score of a run: each held-out metric averaged over its last `count`
+    evaluations (fewer if the run had fewer), to cut the noise of a single evaluation."""
+    evaluations = [r["eval"] for r in records if "eval" in r][-count:]
+    final = {}
+    for key in evaluations[-1]:
+        values = [e[key] for e in evaluations if e.get(key) is not None]
+        final[key] = sum(values) / len(values) if values else None
+    return final
 
 
 # --- The paper's comparison on the toy (--compare) ---
@@ -808,37 +974,52 @@ ROWS = [  # (row, settings that differ from the run's own); the paper's table an
     ("  ablation: immediate lambda = 1", {"variant": "sg_gr", "schedule": "immediate"}),
     ("  ablation: no annealing", {"variant": "sg_gr", "schedule": "no_anneal"}),
     ("  ablation: reward enters at 25%", {"variant": "sg_gr", "enter_at": 0.25}),
+    ("GRPO w/ SG & GR, paper-faithful", {"variant": "sg_gr", **PAPER_FAITHFUL}),
 ]
-GUARD_ROWS = [  # --guards: which guard the full method needs
-    ("SG & GR, paper-faithful (no guard)", {"variant": "sg_gr", **PAPER_FAITHFUL}),
+CONTROL_ROWS = [  # --controls: what any internal reward can do here (controls, not methods)
+    ("control: oracle reward for the guide's", {"variant": "sg_gr", "internal_reward": "oracle"}),
+    ("control: random reward, the guides' shares", {"variant": "sg_gr", "internal_reward": "random"}),
+    ("control: oracle reward, no guide slot", {"variant": "grpo", "internal_reward": "oracle"}),
+]
+GUARD_ROWS = [  # --guards: which guard the full method needs, starting from the paper as written
+    ("GRPO w/ SG & GR, paper-faithful", {"variant": "sg_gr", **PAPER_FAITHFUL}),
     ("  + guide KL only", {"variant": "sg_gr", **PAPER_FAITHFUL, "kl_guide": 0.1}),
     ("  + length-neutral mean only", {"variant": "sg_gr", **PAPER_FAITHFUL,
                                       "internal_return": "mean"}),
     ("  + guide trained by env advantage only", {"variant": "sg_gr", **PAPER_FAITHFUL,
                                                  "guide_advantage": "env"}),
     ("  + guide KL and env-advantage guide (paper's sum)",
-     {"variant": "sg_gr", "kl_guide": 0.1, "internal_return": "sum", "guide_advantage": "env"}),
-    ("  + all three guards", {"variant": "sg_gr", "kl_guide": 0.1, "internal_return": "mean",
-                              "guide_advantage": "env"}),
+     {"variant": "sg_gr", **PAPER_FAITHFUL, "kl_guide": 0.1, "guide_advantage": "env"}),
+    ("  + all three guards", {"variant": "sg_gr", **PAPER_FAITHFUL, "kl_guide": 0.1,
+                              "internal_return": "mean", "guide_advantage": "env"}),
 ]
 
 
+def compare_rows(cfg: Config) -> list:
+    """The rows --compare trains, in table order, each once."""
+    rows = (ROWS if cfg.rows == "paper" else ROWS[:3]) + (CONTROL_ROWS if cfg.controls else []) \
+        + (GUARD_ROWS if cfg.guards else [])
+    return list(dict(rows).items())
+
+
 def first_trusted_iteration(cfg: Config) -> int:
-    """The first iteration with lambda > 0 (cfg.iterations + 1 if none): up to it, sg_gr
-    computes exactly what sg computes, so --compare trains that prefix once."""
-    if cfg.variant != "sg_gr":
-        return cfg.iterations + 1
-    return next((i for i in range(1, cfg.iterations + 1)
-                 if trust_schedule(i, cfg.iterations, cfg.schedule, cfg.enter_at) > 0),
+    """The first iteration with lambda > 0 (cfg.iterations + 1 if none): up to it, a row
+    computes exactly what its trunk computes, so --compare trains that prefix once."""
+    return next((i for i in range(1, cfg.iterations + 1) if trust_at(cfg, i) > 0),
                 cfg.iterations + 1)
 
 
 def trunk_config(cfg: Config) -> Config:
-    """The lambda = 0 run a row shares its first iterations with (sg, or grpo itself)."""
-    if cfg.variant == "grpo":
-        return cfg
-    return dataclasses.replace(cfg, variant="sg", schedule="trapezoid", enter_at=0.5,
-                               internal_return="sum", guide_advantage="composite")
+    """The lambda = 0 run a row shares its first iterations with: plain GRPO for the rows
+    without a guide slot, GRPO w/ SG for the others. Until lambda > 0, everything about the
+    internal reward (its source, its form, its credit, which advantage the guide gets) is
+    multiplied by zero, so those settings are reset here and rows that differ only in them
+    share one trunk. (Guides trained by the KL alone differ from the first iteration on.)"""
+    guide_advantage = "none" if cfg.guide_advantage == "none" else "composite"
+    return dataclasses.replace(cfg, variant="grpo" if cfg.variant == "grpo" else "sg",
+                               schedule="trapezoid", enter_at=0.5, internal_reward="guide",
+                               internal_return="sum", guide_advantage=guide_advantage,
+                               credit="trajectory")
 
 
 def snapshot(policy, state: TrainState) -> dict:
@@ -887,20 +1068,27 @@ def train_rows(prior, configs: dict) -> dict:
     return results
 
 
-def compare_seed(cfg: Config, rows) -> dict:
-    """One seed of --compare: its own prior, the prompting rows, every training row."""
+def compare_prior(cfg: Config) -> dict:
+    """--compare, one seed, first step: its own prior (cloned once and cached) and the two
+    prompting rows, which are that prior evaluated without and with the guide slot."""
     torch.set_num_threads(1)  # same numbers whatever --workers is; tiny models gain little from more
-    device = pick_device(cfg.device)
     seed_everything(cfg.seed)
-    prior = load_or_train_prior(cfg, device)
-    results = {"ReAct": {"final": evaluate(prior, cfg, guided=False), "history": []},
-               "ReAct w/ SG": {"final": evaluate(prior, cfg, guided=True), "history": []}}
-    configs = {row: dataclasses.replace(cfg, **overrides) for row, overrides in rows}
-    trained = train_rows(prior, configs)
-    for row in configs:
-        _, records = trained[row]
-        history = [(r["iteration"], r["eval"]) for r in records if "eval" in r]
-        results[row] = {"final": history[-1][1], "history": history,
+    prior = load_or_train_prior(cfg, pick_device(cfg.device))
+    return {"ReAct": {"final": evaluate(prior, cfg, guided=False), "history": []},
+            "ReAct w/ SG": {"final": evaluate(prior, cfg, guided=True), "history": []}}
+
+
+def compare_trunk(cfg: Config, rows) -> dict:
+    """--compare, one seed, one work unit: the rows that share a lambda = 0 trunk, trained from
+    the seed's cached prior. Their logs go to the run folder as seed<k>-<row>.jsonl."""
+    torch.set_num_threads(1)
+    seed_everything(cfg.seed)
+    prior = load_or_train_prior(cfg, pick_device(cfg.device))
+    trained = train_rows(prior, {row: dataclasses.replace(cfg, **overrides) for row, overrides in rows})
+    results = {}
+    for row, (_, records) in trained.items():
+        results[row] = {"final": final_metrics(records, cfg.final_evals),
+                        "history": [(r["iteration"], r["eval"]) for r in records if "eval" in r],
                         "trust": [r["trust"] for r in records]}
         with open(Path(cfg.out) / f"seed{cfg.seed}-{slug(row)}.jsonl", "w") as handle:
             handle.writelines(json.dumps(r) + "\n" for r in records)
@@ -920,13 +1108,32 @@ def mean_and_spread(values):
     return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / max(len(values) - 1, 1))
 
 
-def compare_table(per_seed: list[dict]) -> str:
-    """The paper's table on the toy, mean +- sample std over seeds."""
+T_975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086]  # Student t, 97.5%, df 1..20
+
+
+def paired_interval(differences) -> tuple[float, float]:
+    """Mean of paired differences and the half-width of its 95% t-interval (seeds are the
+    pairs: same prior, same seed). Half-width nan for fewer than two pairs."""
+    mean, spread = mean_and_spread(differences)
+    n = len(differences)
+    if n < 2:
+        return mean, float("nan")
+    t = T_975[n - 2] if n - 1 <= len(T_975) else 1.96 + 2.4 / (n - 1)  # df > 20: close to z
+    return mean, t * spread / math.sqrt(n)
+
+
+def compare_table(per_seed: list[dict], baseline: str = "GRPO") -> str:
+    """The paper's table on the toy: mean +- sample std over seeds, and each row's paired
+    difference in success to the baseline row, mean [95% t-interval]."""
     columns = [("success", "held-out success", 3), ("steps_over_optimal", "steps / optimal", 2),
                ("guide_balanced_accuracy", "guide bal. acc.", 3),
                ("share_positive", "positive guides", 2)]
-    lines = ["| row | " + " | ".join(c[1] for c in columns) + " |",
-             "|---|" + "---|" * len(columns)]
+    paired = baseline in per_seed[0] and len(per_seed) > 1
+    lines = ["| row | " + " | ".join(c[1] for c in columns[:1]) +
+             (f" | vs {baseline}, paired [95% CI]" if paired else "") + " | " +
+             " | ".join(c[1] for c in columns[1:]) + " |",
+             "|---|" + "---|" * (len(columns) + paired)]
     for row in per_seed[0]:
         cells = []
         for key, _, digits in columns:
@@ -934,32 +1141,55 @@ def compare_table(per_seed: list[dict]) -> str:
             cells.append("-" if math.isnan(mean) else
                          f"{mean:.{digits}f} ± {spread:.{digits}f}" if len(per_seed) > 1 else
                          f"{mean:.{digits}f}")
+        if paired:
+            differences = [seed[row]["final"]["success"] - seed[baseline]["final"]["success"]
+                           for seed in per_seed]
+            mean, half = paired_interval(differences)
+            cells.insert(1, "-" if row == baseline else
+                         f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]")
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def run_compare(cfg: Config):
-    rows = (ROWS if cfg.rows == "paper" else ROWS[:3]) + (GUARD_ROWS if cfg.guards else [])
+    """Every row of the table for --seeds seeds. Work is split into one unit per seed and
+    trunk (the rows sharing a lambda = 0 prefix), spread over --workers processes."""
+    rows = compare_rows(cfg)
     out = Path(cfg.out or "runs/compare")
     out.mkdir(parents=True, exist_ok=True)
     configs = [dataclasses.replace(cfg, seed=cfg.seed + k, out=str(out)) for k in range(cfg.seeds)]
+    groups = {}
+    for row, overrides in rows:
+        key = json.dumps(dataclasses.asdict(trunk_config(dataclasses.replace(cfg, **overrides))),
+                         sort_keys=True)
+        groups.setdefault(key, []).append((row, overrides))
+    units = [(c, group) for group in sorted(groups.values(), key=len, reverse=True)
+             for c in configs]  # the biggest units first, so the workers finish together
     start = time.perf_counter()
     if cfg.workers > 1:
         import multiprocessing
         with multiprocessing.get_context("spawn").Pool(cfg.workers) as pool:
-            per_seed = pool.starmap(compare_seed, [(c, rows) for c in configs])
+            per_seed = pool.map(compare_prior, configs)
+            parts = pool.starmap(compare_trunk, units)
     else:
-        per_seed = [compare_seed(c, rows) for c in configs]
+        per_seed = [compare_prior(c) for c in configs]
+        parts = [compare_trunk(c, group) for c, group in units]
+    for (c, _), part in zip(units, parts):
+        per_seed[configs.index(c)].update(part)
+    per_seed = [{row: seed[row] for row in ["ReAct", "ReAct w/ SG"] + [r for r, _ in rows]}
+                for seed in per_seed]  # table order
     minutes = (time.perf_counter() - start) / 60
     table = compare_table(per_seed)
     seeds_text = ", ".join(str(c.seed) for c in configs)
-    header = (f"Held-out greedy evaluation on {cfg.eval_tasks} tasks; mean ± std over seeds "
-              f"{seeds_text}; {minutes:.1f} min.\nCommand: python selfguide.py "
-              + " ".join(sys.argv[1:]))
+    header = (f"Held-out greedy success on {cfg.eval_tasks} tasks, each run's final score the "
+              f"mean of its last {cfg.final_evals} evaluations (every {cfg.eval_every} "
+              f"iterations); mean ± std over seeds {seeds_text}; paired differences to GRPO "
+              f"with 95% t-intervals over the seeds; {minutes:.1f} min.\n"
+              f"Command: python selfguide.py " + " ".join(sys.argv[1:]))
     (out / "compare.md").write_text(header + "\n\n" + table + "\n")
     (out / "compare.json").write_text(json.dumps(
         {"config": dataclasses.asdict(cfg), "seeds": [c.seed for c in configs],
-         "per_seed": per_seed}, indent=1))
+         "minutes": minutes, "per_seed": per_seed}, indent=1))
     print(f"\n{header}\n\n{table}\n\nwritten to {out}/compare.md and compare.json")
     return per_seed
 
@@ -1034,7 +1264,7 @@ def summary_table(rows) -> str:
 
 
 def run_bench(cfg: Config, device):
-    """Timings the README quotes: cached vs recomputed rollout, and Stage 0 from scratch."""
+    """Timings the README quotes: cached vs recomputed rollout, one GRPO iteration, Stage 0."""
     seed_everything(cfg.seed)
     policy = make_policy(cfg).to(device).eval()  # untrained: its episodes run to full length
     seeds = list(range(cfg.tasks_per_iter * cfg.group_size))
@@ -1049,6 +1279,13 @@ def run_bench(cfg: Config, device):
     print(f"rollout of {len(seeds)} episodes x {batch.steps.float().mean():.1f} steps "
           f"({batch.tokens.shape[1]} tokens): cached {timings[True]:.2f} s, recomputed "
           f"{timings[False]:.2f} s, speed-up {timings[False] / timings[True]:.1f}x")
+    state, reference = new_train_state(policy, cfg), copy.deepcopy(policy)
+    records = [grpo_iteration(policy, reference, cfg, state, i) for i in range(1, 6)][1:]
+    parts = {k: sorted(r[f"{k}_seconds"] for r in records)[len(records) // 2]
+             for k in ("rollout", "reference", "update")}  # medians of 4, after a warm-up
+    print(f"one GRPO iteration ({cfg.variant}, {len(seeds)} episodes): {sum(parts.values()):.3f} s "
+          f"= rollout {parts['rollout']:.3f} + reference log-probs {parts['reference']:.3f} + "
+          f"update {parts['update']:.3f} ({cfg.update_epochs} x {cfg.minibatches} minibatches)")
     seed_everything(cfg.seed)
     start = time.perf_counter()
     corpus = demonstration_corpus(cfg)
@@ -1059,9 +1296,58 @@ def run_bench(cfg: Config, device):
           f"(loss {losses[0]:.3f} -> {losses[-1]:.3f}), total {time.perf_counter() - start:.1f} s")
 
 
+def writable_folder(path, flag: str):
+    """Create `path` if needed and check a file can be written there; else one clear line."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise SystemExit(f"error: {flag} {str(path)!r} exists and is not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".selfguide-write-test"
+        probe.touch()
+        probe.unlink()
+    except OSError as error:
+        raise SystemExit(f"error: {flag} {str(path)!r} cannot be written "
+                         f"({error.strerror or error})") from None
+
+
+def check_paths(cfg: Config):
+    """Every path this command will need, checked before any work (a prior clones in a
+    minute; a wrong path should fail in a second)."""
+    if cfg.bench:
+        return
+    if cfg.plot and not cfg.compare:
+        if not (Path(cfg.out or "runs/compare") / "compare.json").exists():
+            raise SystemExit(f"error: no compare.json in {cfg.out or 'runs/compare'!r} to plot; "
+                             f"run --compare first (or give its --out)")
+        return
+    if cfg.init_from:
+        check_saved_policy(cfg.init_from, cfg)
+    if not (cfg.eval_only and cfg.init_from):  # everything else needs the prior
+        writable_folder(cfg.prior_cache, "--prior-cache")
+    if cfg.compare:
+        writable_folder(cfg.out or "runs/compare", "--out")
+    elif not cfg.eval_only:
+        writable_folder(cfg.out or f"runs/{cfg.variant}-seed{cfg.seed}", "--out")
+
+
+def timing_line(timings: dict, records: list) -> str:
+    """Where the run's seconds went, from the clock readings of Stage 0 and the log."""
+    total = {k: sum(r.get(f"{k}_seconds", 0.0) for r in records)
+             for k in ("rollout", "reference", "update", "eval")}
+    total["eval"] += timings.get("prior_eval", 0.0)
+    stage0 = (f"Stage 0 {timings['demonstrations'] + timings['cloning']:.0f} s (demonstrations "
+              f"{timings['demonstrations']:.0f}, cloning {timings['cloning']:.0f}); "
+              if "cloning" in timings else "Stage 0 from the cache; ")
+    return (f"time: {stage0}GRPO {total['rollout'] + total['reference'] + total['update']:.0f} s "
+            f"(rollouts {total['rollout']:.0f}, reference log-probs {total['reference']:.0f}, "
+            f"updates {total['update']:.0f}); held-out evaluations {total['eval']:.0f} s")
+
+
 def main(argv=None):
     cfg = parse_config(argv)
     device = pick_device(cfg.device)
+    check_paths(cfg)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     if cfg.bench:
@@ -1072,36 +1358,40 @@ def main(argv=None):
             plot_compare(Path(cfg.out or "runs/compare"), Path("assets/compare.png"))
         return per_seed
     seed_everything(cfg.seed)
-    prior = load_or_train_prior(cfg, device)
     if cfg.eval_only:
-        policy = load_policy(cfg.init_from, cfg, device) if cfg.init_from else prior
+        policy = load_policy(cfg.init_from, cfg, device) if cfg.init_from \
+            else load_or_train_prior(cfg, device)
         rows = [(f"{slot} guide slot, {how}", evaluate(policy, cfg, guided, greedy, passes))
                 for how, greedy, passes in [("greedy", True, 1), ("sampled x3", False, 3)]
                 for slot, guided in [("without", False), ("with", True)]]
         print(summary_table(rows))
         return rows
+    timings = {}
+    prior = load_or_train_prior(cfg, device, timings)
     policy = load_policy(cfg.init_from, cfg, device) if cfg.init_from else copy.deepcopy(prior)
+    start = time.perf_counter()
     before = [("prior, no guide (ReAct)", evaluate(prior, cfg, guided=False)),
               ("prior, guide (ReAct w/ SG)", evaluate(prior, cfg, guided=True))]
+    timings["prior_eval"] = time.perf_counter() - start
     for name, metrics in before:
         tqdm.write(f"{name}: {format_metrics(metrics)}")
     out = Path(cfg.out or f"runs/{cfg.variant}-seed{cfg.seed}")
-    out.mkdir(parents=True, exist_ok=True)
     (out / "selfguide_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
-    start = time.perf_counter()
     with open(out / "log.jsonl", "w") as log_file:
         try:
-            train(policy, prior.eval(), cfg, log_file)
+            state = train(policy, prior.eval(), cfg, log_file)
         except KeyboardInterrupt:
             save_policy(policy, out)
             print(f"\nstopped by Ctrl-C; the policy trained so far is saved in {out}")
             return None
     save_policy(policy, out)
-    rows = before + [(f"trained ({cfg.variant})", evaluate(policy, cfg, cfg.guided))]
+    rows = before + [(f"trained ({cfg.variant}), final policy", state.records[-1]["eval"]),
+                     (f"trained ({cfg.variant}), mean of the last {cfg.final_evals} evaluations",
+                      final_metrics(state.records, cfg.final_evals))]
     table = summary_table(rows)
     (out / "summary.md").write_text(table + "\n")
-    print(f"\n{table}\n\ntraining {time.perf_counter() - start:.0f} s; greedy, {cfg.eval_tasks} "
-          f"held-out tasks; policy, config and log.jsonl in {out}")
+    print(f"\n{table}\n\ngreedy, {cfg.eval_tasks} held-out tasks; policy, config and "
+          f"log.jsonl in {out}\n{timing_line(timings, state.records)}")
     return rows
 
 

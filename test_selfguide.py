@@ -83,7 +83,7 @@ def test_observation_agrees_with_the_map():
         observation, _ = env.reset(seed=seed)
         for step in range(10):
             grid = env.render().splitlines()
-            position, goal, blocked = toy_env.parse_observation(observation)
+            position, goal, blocked, _ = toy_env.parse_observation(observation)
             assert grid[position[0]][position[1]] == "A"
             assert grid[goal[0]][goal[1]] == "G"
             for letter, (dr, dc) in zip("NESW", toy_env.MOVES.values()):
@@ -101,7 +101,7 @@ def test_walls_and_edges_block_and_say_so():
     checked_edge = checked_wall = False
     for seed in range(50):
         observation, _ = env.reset(seed=seed)
-        position, _, blocked = toy_env.parse_observation(observation)
+        position, _, blocked, _ = toy_env.parse_observation(observation)
         for action, letter in zip(ACTIONS, "NESW"):
             if letter in blocked:
                 before = env.render()
@@ -252,6 +252,48 @@ def test_demonstrator_is_clearly_imperfect_but_informative():
     assert report["guide_balanced_accuracy"] > 0.5
 
 
+@pytest.mark.parametrize("kwargs", [{}, {"size": 12, "min_distance": 18, "max_steps": 26}])
+def test_cue_shows_the_true_maze_distance_to_the_goal(kwargs):
+    env = GridWorld(cue=True, **kwargs)
+    for seed in range(20):
+        observation, info = env.reset(seed=seed)
+        for step in range(8):
+            assert len(observation.split()) == toy_env.observation_words(cue=True) == 4
+            assert all(word in toy_env.VOCAB for word in observation.split())
+            assert toy_env.parse_observation(observation)[3] == info["distance"]
+            observation, _, terminated, truncated, info = env.step(ACTIONS[(seed + step) % 4])
+            if terminated or truncated:
+                break
+    assert toy_env.parse_observation(GridWorld().reset(seed=0)[0])[3] is None  # no cue
+
+
+def cue_demonstrator_moves(noise, seeds=range(200)):
+    """(guide, true polarity) of every judged move of the cue-reading demonstrator."""
+    env, pairs = GridWorld(cue=True), []
+    for seed in seeds:
+        steps, infos = toy_env.demonstrate(env, seed, cue_noise=noise)
+        pairs += [(guide, toy_env.true_polarity(info["progress"]))
+                  for (_, guide, _), info in zip(steps[1:], infos)]
+    return pairs
+
+
+def test_cue_reading_demonstrator_misjudges_the_share_of_moves_it_is_told_to():
+    assert all(guide == truth for guide, truth in cue_demonstrator_moves(0.0))
+    moves = [(g, t) for g, t in cue_demonstrator_moves(0.2) if t != "neutral"]
+    wrong = sum(g != t for g, t in moves) / len(moves)
+    assert 0.17 < wrong < 0.23, wrong  # 0.2 +- about 3 standard errors
+    assert all(g == "neutral" for g, t in cue_demonstrator_moves(0.2) if t == "neutral")
+
+
+def test_cue_reading_demonstrator_steps_back_after_a_negative_judgement():
+    import random
+    args = dict(position=(3, 3), goal=(0, 0), blocked="", visited={(3, 3), (3, 2)},
+                rng=random.Random(0), epsilon=0.0)
+    assert toy_env.demonstrator_action("negative", last_action="east", backtrack=True,
+                                       **args) == "west"
+    assert toy_env.demonstrator_action("negative", last_action="east", **args) in ("north",)
+
+
 # --- selfguide: config and command line ---
 
 import json  # noqa: E402
@@ -304,8 +346,11 @@ def test_paper_faithful_switches_every_guard_off():
 
 def test_quick_preset_changes_defaults_but_explicit_flags_win():
     quick = sg.parse_config(["--quick"])
-    assert quick.iterations == sg.QUICK["iterations"] and quick.eval_tasks == sg.QUICK["eval_tasks"]
-    assert sg.parse_config(["--quick", "--iterations", "7"]).iterations == 7
+    assert all(getattr(quick, name) == value for name, value in sg.QUICK.items())
+    name, value = next(iter(sg.QUICK.items()))
+    flag = "--" + name.replace("_", "-")
+    other = str(value + 1) if isinstance(value, int) else "paper"
+    assert getattr(sg.parse_config(["--quick", flag, other]), name) == type(value)(other)
 
 
 # --- selfguide: tokenizer and policy ---
@@ -364,7 +409,7 @@ def test_encoded_demonstration_has_one_slot_per_guide_and_action():
 def test_a_few_cloning_updates_lower_the_loss():
     cfg = tiny_config(prior_episodes=32, prior_epochs=8, prior_batch=16, prior_lr=3e-3)
     tokens, slots = sg.demonstration_corpus(cfg)
-    assert tokens.shape == (64, sg.episode_length(cfg.max_steps))
+    assert tokens.shape == (64, sg.episode_length(cfg))
     losses = sg.clone_demonstrator(tiny_policy(), tokens, slots, cfg, "cpu")
     assert sum(losses[-4:]) / 4 < 0.8 * sum(losses[:4]) / 4
 
@@ -485,18 +530,47 @@ def test_trust_schedule_enter_at_moves_the_rise_and_rejects_unknown_kinds():
 
 def test_step_rewards_read_each_written_guide():
     guides = torch.tensor([[0, 1, 2, -1], [2, 2, -1, -1]])  # positive, neutral, negative, none
-    assert torch.allclose(sg.step_rewards(guides),
+    truths = torch.tensor([[-1, 2, 0, -1], [-1, 1, -1, -1]])
+    assert torch.allclose(sg.step_rewards(guides, truths),
                           torch.tensor([[0.1, 0.0, -0.1, 0.0], [-0.1, -0.1, 0.0, 0.0]]))
 
 
-def test_composite_return_sum_and_length_neutral_mean():
+def test_oracle_reward_is_a_tenth_of_the_true_progress_of_the_judged_move():
+    guides = torch.tensor([[0, 0, 0, 0], [2, 2, -1, -1]])    # what the guides say is ignored
+    truths = torch.tensor([[-1, 2, 0, 1], [-1, 0, -1, -1]])  # closer=0, bumped=1, farther=2
+    progress = torch.tensor([[0, -1, 1, 0], [0, 1, 0, 0]])   # the same truths as +1 / 0 / -1
+    oracle = sg.step_rewards(guides, truths, "oracle")
+    assert torch.allclose(oracle, 0.1 * progress)
+    no_slot = sg.step_rewards(torch.full_like(guides, -1), truths, "oracle")
+    assert torch.equal(oracle, no_slot)  # the oracle needs no guide slot
+
+
+def test_random_reward_keeps_the_guides_shares_and_ignores_the_moves():
+    g = torch.Generator().manual_seed(0)
+    truths = torch.randint(0, 3, (400, 50), generator=g)
+    guides = torch.where(torch.rand(400, 50, generator=g) < 0.8, truths, 0)  # an informed guide
+    guides[:, 45:] = -1                                                      # no guide written
+    drawn = sg.step_rewards(guides, truths, "random", torch.Generator().manual_seed(1))
+    written = guides >= 0
+    assert (drawn[~written] == 0).all()
+    for polarity, reward in enumerate((0.1, 0.0, -0.1)):
+        share = (guides[written] == polarity).float().mean()
+        assert abs((drawn[written] == reward).float().mean() - share) < 0.01
+    informed = sg.step_rewards(guides, truths)[written]
+    progress = 0.1 * (1 - truths[written]).float()
+    correlation = lambda a, b: torch.corrcoef(torch.stack([a, b]))[0, 1]  # noqa: E731
+    assert correlation(informed, progress) > 0.5
+    assert abs(correlation(drawn[written], progress)) < 0.02
+
+
+def test_composite_return_and_the_length_neutral_mean():
     env_return = torch.tensor([1.0, 0.0])
-    guide_rewards = torch.tensor([[0.1, 0.1, -0.1, 0.0], [0.1, 0.1, 0.1, 0.1]])
+    rewards = torch.tensor([[0.1, 0.1, -0.1, 0.0], [0.1, 0.1, 0.1, 0.1]])
     steps = torch.tensor([3, 4])
-    total, internal = sg.composite_return(env_return, guide_rewards, steps, trust=0.5)
+    total, internal = sg.composite_return(env_return, rewards, trust=0.5)
     assert torch.allclose(internal, torch.tensor([0.1, 0.4]))
     assert torch.allclose(total, torch.tensor([1.05, 0.2]))
-    total, internal = sg.composite_return(env_return, guide_rewards, steps, 1.0, length_neutral=True)
+    total, internal = sg.composite_return(env_return, sg.length_neutral(rewards, steps), 1.0)
     assert torch.allclose(internal, torch.tensor([0.1 / 3, 0.1]))
     assert torch.allclose(total, torch.tensor([1 + 0.1 / 3, 0.1]))
 
@@ -523,23 +597,115 @@ def test_group_advantages_zero_variance_with_rounding_and_small_groups():
     assert not torch.isnan(sg.group_advantages(torch.zeros(4, 8))).any()
 
 
+def test_step_credit_hand_computed():
+    """Two rollouts, three steps, lambda 1: R = (1.1, -0.1), mean 0.5, std 0.6, A = (1, -1).
+    The actions' rewards-to-go are (0, -0.1, 0) and (-0.1, 0, 0); minus their per-step
+    mean (-0.05, -0.05, 0), plus the centred env return (0.5, -0.5), over 0.6."""
+    env_return = torch.tensor([1.0, 0.0])
+    rewards = torch.tensor([[0.1, 0.1, -0.1], [0.0, -0.1, 0.0]])
+    returns, _ = sg.composite_return(env_return, rewards, 1.0)
+    advantages = sg.group_advantages(returns.view(1, 2), eps=0.0).flatten()
+    assert torch.allclose(advantages, torch.tensor([1.0, -1.0]))
+    action, guide = sg.step_credit(advantages, rewards, returns, 1.0, 2, eps=0.0)
+    assert torch.allclose(action, torch.tensor([[0.55, 0.45, 0.5], [-0.55, -0.45, -0.5]]) / 0.6)
+    # a guide z_t is credited from its own reward on: to-go (0.1, 0, -0.1) and (-0.1, -0.1, 0)
+    assert torch.allclose(guide, torch.tensor([[0.6, 0.55, 0.45], [-0.6, -0.55, -0.45]]) / 0.6)
+
+
+def test_step_credit_equals_reward_to_go_with_a_per_step_baseline():
+    """Against a loop over groups and steps written from the definition in the docstring."""
+    g = torch.Generator().manual_seed(0)
+    group_size, horizon = 4, 6
+    env_return = (torch.rand(12, generator=g) < 0.4).float()
+    rewards = 0.1 * torch.randint(-1, 2, (12, horizon), generator=g).float()
+    rewards[3, 4:] = 0.0  # an episode that ended after four steps
+    trust = 0.7
+    returns, _ = sg.composite_return(env_return, rewards, trust)
+    advantages = sg.group_advantages(returns.view(-1, group_size), eps=1e-6).flatten()
+    action, guide = sg.step_credit(advantages, rewards, returns, trust, group_size)
+    for first in range(0, 12, group_size):
+        members = range(first, first + group_size)
+        std = returns[first:first + group_size].std(unbiased=False).item()
+        mean_env = env_return[first:first + group_size].mean().item()
+        for t in range(horizon):
+            to_go = {i: rewards[i, t + 1:].sum().item() for i in members}   # judges a_t on
+            own_on = {i: rewards[i, t:].sum().item() for i in members}      # z_t's own on
+            for i in members:
+                expected = (env_return[i].item() - mean_env + trust * (
+                    to_go[i] - sum(to_go.values()) / group_size)) / (std + 1e-6)
+                assert action[i, t].item() == pytest.approx(expected, abs=1e-4)
+                expected = (env_return[i].item() - mean_env + trust * (
+                    own_on[i] - sum(own_on.values()) / group_size)) / (std + 1e-6)
+                assert guide[i, t].item() == pytest.approx(expected, abs=1e-4)
+
+
+def test_step_credit_is_exactly_the_paper_advantage_at_lambda_zero_and_zero_in_flat_groups():
+    g = torch.Generator().manual_seed(1)
+    env_return = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0])
+    rewards = 0.1 * torch.randint(-1, 2, (8, 5), generator=g).float()
+    returns, _ = sg.composite_return(env_return, rewards, 0.0)
+    advantages = sg.group_advantages(returns.view(2, 4)).flatten()
+    action, guide = sg.step_credit(advantages, rewards, returns, 0.0, 4)
+    assert torch.equal(action, advantages[:, None].expand(-1, 5))
+    assert torch.equal(guide, advantages[:, None].expand(-1, 5))
+    # lambda 1 with internal returns that tie within the second group: zero variance, zero
+    rewards[4:] = rewards[4]
+    returns, _ = sg.composite_return(env_return, rewards, 1.0)
+    advantages = sg.group_advantages(returns.view(2, 4)).flatten()
+    action, _ = sg.step_credit(advantages, rewards, returns, 1.0, 4)
+    assert torch.equal(action[4:], torch.zeros(4, 5))
+
+
+def test_per_token_reads_each_tokens_step_off_the_slots():
+    C, G, A = sg.SLOT_CONTEXT, sg.SLOT_GUIDE, sg.SLOT_ACTION
+    slots = torch.tensor([[C, C, C, C, C, G, A, C, C, C, G, A, C, C, C, G, A],
+                          [C, C, C, C, A, C, C, C, A, C, C, C, C, C, C, C, C]])  # unguided, 2 steps
+    action = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    guide = -action
+    tokens = sg.per_token(slots, action, guide)
+    assert tokens[0, [5, 6, 10, 11, 15, 16]].tolist() == [-1.0, 1.0, -2.0, 2.0, -3.0, 3.0]
+    assert tokens[1, [4, 8]].tolist() == [4.0, 5.0]
+    assert (tokens[slots == C] == 0).all()
+
+
 def loss_inputs(seed=0):
+    """slots (context, guide or action at random), old log-probs, per-rollout advantages."""
     g = torch.Generator().manual_seed(seed)
-    generated = torch.rand(3, 7, generator=g) > 0.4
+    slots = torch.randint(0, 3, (3, 7), generator=g)
     old = -torch.rand(3, 7, generator=g)
     advantages = torch.randn(3, 1, generator=g).expand(3, 7).clone()
-    return generated, old, advantages
+    return slots, old, advantages
 
 
 def test_grpo_loss_at_ratio_one_is_minus_the_mean_token_advantage():
-    generated, old, advantages = loss_inputs()
-    loss, stats = sg.grpo_loss(old.clone(), old, advantages, generated, clip=0.2)
+    slots, old, advantages = loss_inputs()
+    generated = slots != sg.SLOT_CONTEXT
+    loss, stats = sg.grpo_loss(old.clone(), old, advantages, slots, clip=0.2)
     assert loss.item() == pytest.approx(-advantages[generated].mean().item(), abs=1e-6)
     assert stats["clip_fraction"] == 0.0 and stats["approx_kl"] == pytest.approx(0.0, abs=1e-7)
+    # per_slot: the guide tokens' mean and the action tokens' mean, added
+    loss, _ = sg.grpo_loss(old.clone(), old, advantages, slots, 0.2, token_mean="per_slot")
+    by_slot = [-advantages[slots == slot].mean().item() for slot in (sg.SLOT_GUIDE, sg.SLOT_ACTION)]
+    assert loss.item() == pytest.approx(sum(by_slot), abs=1e-6)
+
+
+def test_per_slot_mean_leaves_the_actions_term_as_without_a_guide_slot():
+    """With token_mean per_slot, the gradient the action tokens get does not depend on how
+    many guide tokens share the minibatch; with one mean over all tokens it is diluted."""
+    slots, old, advantages = loss_inputs(3)
+    new = (old + 0.05).requires_grad_()
+    actions_only = torch.where(slots == sg.SLOT_GUIDE, sg.SLOT_CONTEXT, slots)
+    for token_mean, same in (("per_slot", True), ("all", False)):
+        grads = []
+        for which in (slots, actions_only):
+            new.grad = None
+            sg.grpo_loss(new, old, advantages, which, 0.2, token_mean=token_mean)[0].backward()
+            grads.append(new.grad[slots == sg.SLOT_ACTION].clone())
+        assert torch.allclose(grads[0], grads[1]) == same, token_mean
 
 
 def test_grpo_loss_clipped_side_has_zero_gradient():
-    generated = torch.ones(1, 4, dtype=torch.bool)
+    generated = torch.full((1, 4), sg.SLOT_ACTION)
     old = torch.zeros(1, 4)
     # ratios 1.5 and 0.5 with the advantage's sign pushing further out: clipped, no gradient;
     # the same ratios with the opposite sign: min() keeps the unclipped term, gradient flows
@@ -553,19 +719,21 @@ def test_grpo_loss_clipped_side_has_zero_gradient():
 
 
 def test_grpo_kl_is_zero_against_an_identical_reference_and_positive_otherwise():
-    generated, old, advantages = loss_inputs(1)
+    slots, old, advantages = loss_inputs(1)
     weights = torch.full(old.shape, 0.5)
-    _, stats = sg.grpo_loss(old, old, advantages, generated, 0.2, old.clone(), weights)
+    _, stats = sg.grpo_loss(old, old, advantages, slots, 0.2, old.clone(), weights)
     assert stats["kl_ref"] == pytest.approx(0.0, abs=1e-7)
-    _, stats = sg.grpo_loss(old, old, advantages, generated, 0.2, old - 0.3, weights)
+    _, stats = sg.grpo_loss(old, old, advantages, slots, 0.2, old - 0.3, weights)
     assert stats["kl_ref"] == pytest.approx(math.exp(-0.3) + 0.3 - 1, rel=1e-5)
 
 
-def test_observation_tokens_get_zero_gradient():
-    generated, old, advantages = loss_inputs(2)
+@pytest.mark.parametrize("token_mean", ["all", "per_slot"])
+def test_observation_tokens_get_zero_gradient(token_mean):
+    slots, old, advantages = loss_inputs(2)
+    generated = slots != sg.SLOT_CONTEXT
     new = (old + torch.randn(old.shape) * 0.1).requires_grad_()
-    loss, _ = sg.grpo_loss(new, old, advantages, generated, 0.2, old + 5.0,
-                           torch.full(old.shape, 1.0))
+    loss, _ = sg.grpo_loss(new, old, advantages, slots, 0.2, old + 5.0,
+                           torch.full(old.shape, 1.0), token_mean)
     loss.backward()
     assert (new.grad[~generated] == 0).all() and (new.grad[generated] != 0).any()
 
@@ -588,7 +756,7 @@ def test_observation_tokens_get_zero_gradient_through_the_model(monkeypatch):
     monkeypatch.setattr(sg, "writable_logits", keep_logits)
     new = sg.token_logprobs(policy, batch.tokens, batch.slots)
     advantages = torch.randn(6, 1).expand_as(new)
-    loss, _ = sg.grpo_loss(new, batch.logprobs, advantages, batch.slots != sg.SLOT_CONTEXT, 0.2)
+    loss, _ = sg.grpo_loss(new, batch.logprobs, advantages, batch.slots, 0.2)
     loss.backward()
     grad = captured["logits"].grad                      # (N, L, W); position p predicts p+1
     predicts_context = torch.ones_like(batch.slots, dtype=torch.bool)
@@ -671,11 +839,33 @@ def test_episode_metrics_on_hand_built_rollouts():
     assert metrics["guide_balanced_accuracy"] == pytest.approx((1 / 2 + 0) / 2)
 
 
-def test_compare_table_reports_mean_and_sample_std_over_seeds():
-    per_seed = [{"GRPO": {"final": {"success": 0.5, "steps_over_optimal": 1.2}}},
-                {"GRPO": {"final": {"success": 0.7, "steps_over_optimal": None}}}]
+def test_compare_table_reports_mean_std_and_paired_differences():
+    per_seed = [{"GRPO": {"final": {"success": 0.5, "steps_over_optimal": 1.2}},
+                 "X": {"final": {"success": 0.6, "steps_over_optimal": 1.1}}},
+                {"GRPO": {"final": {"success": 0.7, "steps_over_optimal": None}},
+                 "X": {"final": {"success": 0.9, "steps_over_optimal": 1.3}}}]
     table = sg.compare_table(per_seed)
-    assert "| GRPO | 0.600 ± 0.141 | 1.20 ± 0.00 | - | - |" in table
+    assert "| GRPO | 0.600 ± 0.141 | - | 1.20 ± 0.00 | - | - |" in table
+    # differences 0.1 and 0.2: mean 0.15, sample std 0.0707, t(0.975, 1 df) = 12.706
+    half = 12.706 * 0.1 / math.sqrt(2) / math.sqrt(2)
+    assert f"| X | 0.750 ± 0.212 | +0.150 [{0.15 - half:+.3f}, {0.15 + half:+.3f}] |" in table
+
+
+def test_paired_interval_matches_a_hand_computed_t_interval():
+    differences = [0.02, 0.05, -0.01, 0.04, 0.03]
+    mean = sum(differences) / 5
+    sd = math.sqrt(sum((d - mean) ** 2 for d in differences) / 4)
+    assert sg.paired_interval(differences) == pytest.approx((mean, 2.776 * sd / math.sqrt(5)))
+    assert math.isnan(sg.paired_interval([0.1])[1])
+
+
+def test_final_score_is_the_mean_of_the_last_evaluations():
+    records = [{"iteration": i, "eval": {"success": s, "steps_over_optimal": o}}
+               for i, s, o in [(10, 0.1, 1.0), (20, 0.2, None), (30, 0.4, 1.2), (40, 0.6, 1.4)]]
+    records.insert(2, {"iteration": 25})  # no evaluation at this iteration
+    final = sg.final_metrics(records, 3)
+    assert final["success"] == pytest.approx(0.4)
+    assert final["steps_over_optimal"] == pytest.approx(1.3)  # undefined values are skipped
 
 
 # --- selfguide: training end to end ---
@@ -741,7 +931,14 @@ def test_branching_off_the_shared_prefix_equals_training_each_row_alone():
     configs = {"sg": sg.dataclasses.replace(cfg, variant="sg"),
                "trapezoid": sg.dataclasses.replace(cfg, variant="sg_gr"),
                "no_anneal": sg.dataclasses.replace(cfg, variant="sg_gr", schedule="no_anneal"),
-               "immediate": sg.dataclasses.replace(cfg, variant="sg_gr", schedule="immediate")}
+               "immediate": sg.dataclasses.replace(cfg, variant="sg_gr", schedule="immediate"),
+               "step credit": sg.dataclasses.replace(cfg, variant="sg_gr", credit="step"),
+               "oracle": sg.dataclasses.replace(cfg, variant="sg_gr", internal_reward="oracle"),
+               "random": sg.dataclasses.replace(cfg, variant="sg_gr", internal_reward="random",
+                                                credit="step"),
+               "grpo": sg.dataclasses.replace(cfg, variant="grpo"),
+               "grpo + oracle": sg.dataclasses.replace(cfg, variant="grpo",
+                                                       internal_reward="oracle")}
     branched = sg.train_rows(prior, configs)
     # trapezoid and no_anneal branch from the same snapshot: the second must not inherit the
     # first one's optimizer state
@@ -769,13 +966,13 @@ def test_main_saves_a_loadable_policy_config_and_log(tmp_path):
     from transformers import AutoModelForCausalLM
     out = tmp_path / "run"
     rows = sg.main(TINY_ARGS + ["--out", str(out), "--prior-cache", str(tmp_path / "priors")])
-    assert [name for name, _ in rows][-1] == "trained (sg_gr)"
+    assert [name for name, _ in rows][2] == "trained (sg_gr), final policy"
     assert len((out / "log.jsonl").read_text().splitlines()) == 3
     assert json.loads((out / "selfguide_config.json").read_text())["iterations"] == 3
     AutoModelForCausalLM.from_pretrained(out)
     again = sg.main(TINY_ARGS + ["--eval-only", "--init-from", str(out),
                                  "--prior-cache", str(tmp_path / "priors")])
-    assert again[1][1] == rows[-1][1]  # greedy, with guide slot: the trained policy's numbers
+    assert again[1][1] == rows[2][1]  # greedy, with guide slot: the trained policy's numbers
 
 
 def test_ctrl_c_saves_what_was_trained(tmp_path, monkeypatch, capsys):
@@ -800,3 +997,59 @@ def test_unavailable_device_is_a_clear_error():
     if not torch.cuda.is_available():
         with pytest.raises(SystemExit, match="no CUDA device"):
             sg.pick_device("cuda")
+
+
+# --- selfguide: errors before any work ---
+
+def test_missing_init_from_fails_before_any_work(tmp_path):
+    """No prior is cloned (the cache stays empty) and the error names the folder."""
+    import time
+    cache = tmp_path / "priors"
+    start = time.perf_counter()
+    with pytest.raises(SystemExit, match="'/nonexistent' is not a folder"):
+        sg.main(["--eval-only", "--init-from", "/nonexistent", "--prior-cache", str(cache)])
+    with pytest.raises(SystemExit, match="holds no saved policy"):
+        sg.main(["--init-from", str(tmp_path), "--prior-cache", str(cache)])
+    assert not cache.exists() and time.perf_counter() - start < 5
+
+
+def test_incompatible_init_from_is_named(tmp_path):
+    policy = tiny_policy()
+    sg.save_policy(policy, tmp_path / "small")
+    with pytest.raises(SystemExit, match="too few for --max-steps 24"):
+        sg.main(["--eval-only", "--init-from", str(tmp_path / "small")])
+    config = json.loads((tmp_path / "small" / "config.json").read_text())
+    config["vocab_size"] = 10
+    (tmp_path / "small" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(SystemExit, match="another vocabulary"):
+        sg.main(["--eval-only", "--init-from", str(tmp_path / "small")] + TINY_ARGS)
+
+
+@pytest.mark.parametrize("flag", ["--out", "--prior-cache"])
+def test_unwritable_folders_fail_before_any_work(tmp_path, flag):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    other = "--prior-cache" if flag == "--out" else "--out"
+    with pytest.raises(SystemExit, match=f"{flag} .* exists and is not a folder"):
+        sg.main(TINY_ARGS + [flag, str(a_file), other, str(tmp_path / "x")])
+    with pytest.raises(SystemExit, match=f"{flag} .* cannot be written"):
+        sg.main(TINY_ARGS + [flag, str(a_file / "below"), other, str(tmp_path / "y")])
+
+
+def test_plot_without_a_comparison_says_what_to_run(tmp_path):
+    with pytest.raises(SystemExit, match="run --compare first"):
+        sg.main(["--plot", "--out", str(tmp_path)])
+
+
+def test_compare_rows_add_labelled_controls_once():
+    rows = [name for name, _ in sg.compare_rows(sg.Config(controls=True, guards=True))]
+    assert len(rows) == len(set(rows))
+    controls = [name for name in rows if name.startswith("control:")]
+    assert len(controls) == 3
+    assert not any(n.startswith("control:") for n, _ in sg.compare_rows(sg.Config()))
+
+
+def test_bench_times_rollout_iteration_and_stage0(capsys):
+    sg.main(TINY_ARGS + ["--bench"])
+    text = capsys.readouterr().out
+    assert "speed-up" in text and "one GRPO iteration" in text and "Stage 0:" in text

@@ -11,9 +11,17 @@ edge). Because the maze is known to us, every step can be scored against the tru
 shortest-path (BFS) distance to the goal before and after it. `info` carries that truth so
 that the agent's own self-assessments can be measured, never shown to the agent.
 
+With `cue=True` the agent is also shown a hot/cold cue, a fourth word `dist:K` (the goal is K
+moves away through the maze), so it *can* judge its last move from what it sees, the way a
+pretrained LLM can judge its progress in a familiar task:
+
+    at:3,5 goal:7,1 walls:NW dist:9
+
 The module also holds the imperfect demonstrator that gives a tiny model its "pretrained"
 prior (see DESIGN.md, "Stage 0"): it judges its own last step from what it can see and
-remember, says so in one word, and lets that judgement steer its next move.
+remember, says so in one word, and lets that judgement steer its next move. Without the cue
+it judges by a Manhattan-distance heuristic; with the cue it reads the cue but misjudges a
+share of its moves.
 
     python toy_env.py            # print a maze, and the demonstrator's figures on 1,000 seeds
 
@@ -54,11 +62,16 @@ VOCAB: tuple[str, ...] = tuple(
     [_cell_word("at", r, c) for r in range(MAX_SIZE) for c in range(MAX_SIZE)]
     + [_cell_word("goal", r, c) for r in range(MAX_SIZE) for c in range(MAX_SIZE)]
     + _all_wall_words()
+    + [f"dist:{k}" for k in range(MAX_SIZE * MAX_SIZE)]
 )
 """Every observation word, for any grid up to MAX_SIZE x MAX_SIZE. Guides and actions are
 separate (`GUIDES`, `ACTIONS`) because the agent writes them rather than reads them."""
 
-OBSERVATION_WORDS = 3  # words per observation: position, goal, wall mask
+
+
+def observation_words(cue: bool) -> int:
+    """Words per observation: position, goal, wall mask, and the cue if it is shown."""
+    return 4 if cue else 3
 
 
 def true_polarity(progress: int) -> str:
@@ -126,7 +139,7 @@ class GridWorld:
     MAX_TRIES = 2000  # layouts drawn per reset before giving up with a clear error
 
     def __init__(self, size: int = 9, wall_prob: float = 0.3, min_distance: int = 12,
-                 max_steps: int = 24, seed: int | None = None):
+                 max_steps: int = 24, seed: int | None = None, cue: bool = False):
         if not isinstance(size, int) or not 2 <= size <= MAX_SIZE:
             raise ValueError(f"size must be an integer in [2, {MAX_SIZE}], got {size!r}")
         if not 0.0 <= wall_prob < 1.0:
@@ -140,7 +153,7 @@ class GridWorld:
         if not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
         self.size, self.wall_prob = size, wall_prob
-        self.min_distance, self.max_steps = min_distance, max_steps
+        self.min_distance, self.max_steps, self.cue = min_distance, max_steps, cue
         self._rng = random.Random(seed)
         self._done = True
         self._position = None
@@ -192,8 +205,11 @@ class GridWorld:
                        if (r + dr, c + dc) not in self._open)
 
     def _observe(self) -> str:
-        return " ".join([_cell_word("at", *self._position), _cell_word("goal", *self._goal),
-                         _walls_word(self._walls[self._position])])
+        words = [_cell_word("at", *self._position), _cell_word("goal", *self._goal),
+                 _walls_word(self._walls[self._position])]
+        if self.cue:
+            words.append(f"dist:{self._distance[self._position]}")
+        return " ".join(words)
 
     def _info(self, progress: int, bumped: bool, revisited: bool) -> dict:
         return {"distance": self._distance[self._position],
@@ -218,19 +234,22 @@ class GridWorld:
 
 
 def parse_observation(observation: str):
-    """(position, goal, blocked letters) from an observation string; ValueError if malformed."""
+    """(position, goal, blocked letters, cue distance or None) from an observation string;
+    ValueError if malformed."""
     words = observation.split()
     try:
-        at, goal, walls = words
+        at, goal, walls, *cue = words
         position = tuple(int(v) for v in at.removeprefix("at:").split(","))
         target = tuple(int(v) for v in goal.removeprefix("goal:").split(","))
-        if not (at.startswith("at:") and goal.startswith("goal:") and walls.startswith("walls:")):
+        distance = int(cue[0].removeprefix("dist:")) if cue else None
+        if not (at.startswith("at:") and goal.startswith("goal:") and walls.startswith("walls:")
+                and len(cue) <= 1 and all(word.startswith("dist:") for word in cue)):
             raise ValueError
     except ValueError:
         raise ValueError(f"malformed observation {observation!r}; expected "
-                         f"'at:R,C goal:R,C walls:LETTERS'") from None
+                         f"'at:R,C goal:R,C walls:LETTERS' and optionally 'dist:K'") from None
     blocked = walls.removeprefix("walls:")
-    return position, target, "" if blocked == "none" else blocked
+    return position, target, "" if blocked == "none" else blocked, distance
 
 
 # --- The imperfect demonstrator (the Stage 0 prior's teacher) ---
@@ -250,15 +269,38 @@ def demonstrator_guide(position, previous, visited, goal) -> str:
     return "positive" if manhattan(position) < manhattan(previous) else "negative"
 
 
+def cue_guide(moved: bool, distance: int, previous_distance: int, rng: random.Random,
+              noise: float) -> str:
+    """Self-assessment of the last step read off the hot/cold cue, misjudged at a rate.
+
+    Stayed put -> neutral (a bump is plain to see); otherwise positive if the cue says the goal
+    came closer, negative if it went farther, but with probability `noise` the reading is
+    flipped: the prior's guide then starts informed yet wrong in places."""
+    if not moved:
+        return "neutral"
+    closer = distance < previous_distance
+    if rng.random() < noise:
+        closer = not closer
+    return "positive" if closer else "negative"
+
+
+OPPOSITE = {"north": "south", "south": "north", "east": "west", "west": "east"}
+
+
 def demonstrator_action(guide, position, goal, blocked, last_action, visited, rng,
-                        epsilon: float) -> str:
+                        epsilon: float, backtrack: bool = False) -> str:
     """The next move, reacting to the demonstrator's own guide.
 
-    positive: keep going the same way if that way is open and new (momentum);
-    otherwise, or after neutral / negative: prefer open, unvisited neighbours, closest to
-    the goal by Manhattan distance first; with probability `epsilon` a random move."""
+    Without the cue (backtrack False): positive keeps going the same way if that way is open
+    and new (momentum). With the cue (backtrack True): negative steps back the way it came.
+    Otherwise: prefer open, unvisited neighbours, closest to the goal by Manhattan distance
+    first. With probability `epsilon`, a random move."""
     if rng.random() < epsilon:
         return rng.choice(ACTIONS)
+    if backtrack and guide == "negative" and last_action is not None:
+        return OPPOSITE[last_action]
+    if backtrack:
+        last_action = None  # the cue-reader has no momentum: the cue tells it more
     open_moves = [a for a, letter in zip(ACTIONS, "NESW") if letter not in blocked]
     neighbour = {a: (position[0] + MOVES[a][0], position[1] + MOVES[a][1]) for a in open_moves}
     fresh = [a for a in open_moves if neighbour[a] not in visited]
@@ -271,39 +313,43 @@ def demonstrator_action(guide, position, goal, blocked, last_action, visited, rn
     return rng.choice([a for a in fresh if manhattan(a) == best])
 
 
-def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15):
-    """Play one episode of task `seed` with the demonstrator.
+def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15, cue_noise: float = 0.2):
+    """Play one episode of task `seed` with the demonstrator (the cue-reading one if the
+    environment shows the cue, misjudging a share `cue_noise` of its moves).
 
     Returns (steps, infos): steps is a list of (observation, guide, action), where the guide
     judges the step that led to the observation (the first guide has nothing to judge and is
     "neutral"); infos[i] is the environment's truth after action i."""
     rng = random.Random(f"demonstrator-{seed}")
     observation, _ = env.reset(seed=seed)
-    position, goal, blocked = parse_observation(observation)
-    previous, last_action, visited = position, None, set()
+    position, goal, blocked, distance = parse_observation(observation)
+    previous, previous_distance, last_action, visited = position, distance, None, set()
     steps, infos, done = [], [], False
     while not done:
-        guide = demonstrator_guide(position, previous, visited, goal)
+        if env.cue:
+            guide = cue_guide(position != previous, distance, previous_distance, rng, cue_noise)
+        else:
+            guide = demonstrator_guide(position, previous, visited, goal)
         visited.add(position)
         action = demonstrator_action(guide, position, goal, blocked, last_action, visited,
-                                     rng, epsilon)
+                                     rng, epsilon, backtrack=env.cue)
         steps.append((observation, guide, action))
         observation, _, terminated, truncated, info = env.step(action)
         infos.append(info)
         done = terminated or truncated
-        previous, last_action = position, action
-        position, goal, blocked = parse_observation(observation)
+        previous, previous_distance, last_action = position, distance, action
+        position, goal, blocked, distance = parse_observation(observation)
     return steps, infos
 
 
-def demonstrator_report(env: GridWorld, seeds) -> dict:
+def demonstrator_report(env: GridWorld, seeds, cue_noise: float = 0.2) -> dict:
     """Success rate, and how well the demonstrator's guide agrees with true progress:
     accuracy, and balanced accuracy (mean recall over the three polarities, because about
     two thirds of steps are truly positive and few are neutral)."""
     successes = 0
     confusion = {(truth, guide): 0 for truth in GUIDES for guide in GUIDES}
     for seed in seeds:
-        steps, infos = demonstrate(env, seed)
+        steps, infos = demonstrate(env, seed, cue_noise=cue_noise)
         successes += infos[-1]["success"]
         # guide i+1 judges action i, whose truth is infos[i]
         for (_, guide, _), info in zip(steps[1:], infos):
@@ -318,10 +364,12 @@ def demonstrator_report(env: GridWorld, seeds) -> dict:
 
 if __name__ == "__main__":
     world = GridWorld()
-    world.reset(seed=0)
+    print(world.reset(seed=0)[0])
     print(world.render(), "\n")
-    start = time.perf_counter()
-    report = demonstrator_report(world, range(1000))
-    print(f"demonstrator on 1,000 seeds: success {report['success']:.3f}; its guide agrees with "
-          f"true progress {report['guide_accuracy']:.3f} (balanced "
-          f"{report['guide_balanced_accuracy']:.3f}); {time.perf_counter() - start:.2f} s")
+    for cue in (False, True):
+        start = time.perf_counter()
+        report = demonstrator_report(GridWorld(cue=cue), range(1000))
+        print(f"demonstrator{' reading the cue' if cue else ''} on 1,000 seeds: success "
+              f"{report['success']:.3f}; its guide agrees with true progress "
+              f"{report['guide_accuracy']:.3f} (balanced {report['guide_balanced_accuracy']:.3f}); "
+              f"{time.perf_counter() - start:.2f} s")
