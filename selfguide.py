@@ -149,8 +149,10 @@ class Config:
     compare: bool = setting(False, "train every row of the paper's table per seed; write "
                                    "compare.md / compare.json to --out (default runs/compare)")
     seeds: int = setting(3, "--compare: seeds (each with its own prior), from --seed on")
-    rows: str = setting("paper", "--compare: paper (every row of ROWS) or core (GRPO, GRPO w/ SG, "
-                                 "GRPO w/ SG & GR)", ["paper", "core"])
+    rows: str = setting("paper", "--compare: paper (every row of ROWS), core (GRPO, GRPO w/ SG, "
+                                 "GRPO w/ SG & GR) or oracle (GRPO with and without the oracle "
+                                 "reward, by credit: where can a dense reward pay?)",
+                        ["paper", "core", "oracle"])
     controls: bool = setting(False, "--compare: add the control rows (oracle and random reward)")
     guards: bool = setting(False, "--compare: add the guard ablation rows")
     workers: int = setting(1, "--compare: seeds trained in parallel processes (1 thread each)")
@@ -678,38 +680,43 @@ def group_advantages(returns: torch.Tensor, eps: float = 1e-6, scale: bool = Tru
 
 # --- GRPO with step-level credit (--credit step; departure 5 in the docstring) ---
 
-def step_credit(advantages, rewards, returns, trust: float, group_size: int, scale: bool = True,
+def step_credit(env_advantages, rewards, trust: float, group_size: int, scale: bool = True,
                 eps: float = 1e-6):
     """Per-step advantages that credit each action only with the internal rewards that judge
-    it or later moves. advantages, returns: (N,), the paper's A_i and the composite returns R_i
-    it was computed from; rewards: (N, T), r_t of the guide written at step t (which judges
-    move t-1). Returns (action, guide) advantages, each (N, T): of a_t and of z_t.
+    it or later moves. env_advantages: (N,), group_advantages of R_env; rewards: (N, T), r_t
+    of the guide written at step t (which judges move t-1). Returns (action, guide)
+    advantages, each (N, T): of a_t and of z_t.
 
-    The guide z_{t+1} judges a_t, so a_t is credited with r_{t+1}, r_{t+2}, ..., never with the
-    rewards written up to it, P_{i,t} = r_0 + ... + r_t, which it cannot have caused:
+        A_{i,t} = A_i^env + lambda * (G_{i,t} - mean_j G_{j,t}) / (std_j I_j + eps)
 
-        A_{i,t} = A_i - lambda * (P_{i,t} - mean_j P_{j,t}) / (std_j R_j + eps)
+    G_{i,t} = r_{i,t+1} + r_{i,t+2} + ... is the internal reward-to-go of a_t: the guide
+    z_{t+1} judges a_t, and the rewards written before a_t are not its doing (REINFORCE's
+    causality). The baseline is the group's mean reward-to-go at the same step (0 for a
+    rollout that has ended); the scale is the group's std of the internal returns
+    I_j = sum_t r_{j,t}, one scale for all steps of the group. The two rewards are normalised
+    apart (as GDPO does with several rewards): the environment's advantage stays that of
+    plain GRPO, and lambda weighs the internal advantage in every group, also in one where
+    every rollout failed, which the paper's joint (R - mean R) / std R scales to unit size
+    whatever lambda is. A group whose internal returns are all equal (a constant guide) adds
+    nothing. A guide z_t, when it gets the composite advantage (--guide-advantage
+    composite), is credited from its own reward r_t on. scale=False (Dr. GRPO) drops both
+    divisions. At lambda = 0 this is exactly A_i^env."""
+    num_groups, horizon = len(rewards) // group_size, rewards.shape[1]
+    to_go = rewards.flip(1).cumsum(1).flip(1)          # (N, T): r_t + r_{t+1} + ..., z_t's own on
+    action_to_go = F.pad(to_go[:, 1:], (0, 1))          # (N, T): a_t is judged from r_{t+1} on
+    internal = to_go[:, 0].view(num_groups, group_size)  # (num_groups, G): I_j
+    std = internal.std(dim=1, unbiased=False).repeat_interleave(group_size)[:, None]  # (N, 1)
+    flat = zero_variance(internal).repeat_interleave(group_size)[:, None]             # (N, 1)
 
-    the paper's A_i with each action's past rewards taken out. Equivalently the reward-to-go
-    of a_t, minus the group's mean reward-to-go at the same step (0 for a rollout that has
-    ended), over the same scale as A_i. A guide z_t, when it gets the composite advantage
-    (--guide-advantage composite), is credited from its own reward r_t on (past P_{i,t-1}).
-    A group whose returns are all equal keeps advantage 0, as in group_advantages; scale=False
-    (Dr. GRPO) drops the division. At lambda = 0 this is exactly A_i."""
-    num_groups = len(returns) // group_size
-    grouped = returns.view(num_groups, group_size)
-    std = grouped.std(dim=1, unbiased=False).repeat_interleave(group_size)[:, None]   # (N, 1)
-    flat = zero_variance(grouped).repeat_interleave(group_size)[:, None]               # (N, 1)
-
-    def without_past(past):  # past: (N, T), the rewards each step's token is not credited with
-        per_group = past.view(num_groups, group_size, -1)
-        centred = (per_group - per_group.mean(dim=1, keepdim=True)).view_as(past)
+    def internal_advantage(reward_to_go):  # (N, T), centred per step within each group
+        per_group = reward_to_go.view(num_groups, group_size, horizon)
+        centred = (per_group - per_group.mean(dim=1, keepdim=True)).view_as(reward_to_go)
         if scale:
             centred = centred / (std + eps)
-        return advantages[:, None] - trust * torch.where(flat, 0.0, centred)
+        return torch.where(flat, 0.0, centred)
 
-    written_up_to = rewards.cumsum(dim=1)                                              # (N, T)
-    return without_past(written_up_to), without_past(written_up_to - rewards)
+    base = env_advantages[:, None]
+    return base + trust * internal_advantage(action_to_go), base + trust * internal_advantage(to_go)
 
 
 def per_token(slots, action_advantages, guide_advantages):
@@ -893,7 +900,7 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState, iteration:
     advantage = group_advantages(returns.view(grouped), scale=scale).flatten()             # (N,)
     env_advantage = group_advantages(batch.env_return.view(grouped), scale=scale).flatten()
     if cfg.credit == "step":
-        action_advantage, guide_advantage = step_credit(advantage, rewards, returns, trust,
+        action_advantage, guide_advantage = step_credit(env_advantage, rewards, trust,
                                                         cfg.group_size, scale)             # (N, T)
     else:
         action_advantage = guide_advantage = advantage[:, None].expand(-1, horizon)
@@ -981,6 +988,13 @@ CONTROL_ROWS = [  # --controls: what any internal reward can do here (controls, 
     ("control: random reward, the guides' shares", {"variant": "sg_gr", "internal_reward": "random"}),
     ("control: oracle reward, no guide slot", {"variant": "grpo", "internal_reward": "oracle"}),
 ]
+ORACLE_ROWS = [  # --rows oracle: can a perfect internal reward help GRPO here, and how credited?
+    ("GRPO", {"variant": "grpo"}),
+    ("GRPO + oracle reward, trajectory credit",
+     {"variant": "grpo", "internal_reward": "oracle", "credit": "trajectory"}),
+    ("GRPO + oracle reward, step credit",
+     {"variant": "grpo", "internal_reward": "oracle", "credit": "step"}),
+]
 GUARD_ROWS = [  # --guards: which guard the full method needs, starting from the paper as written
     ("GRPO w/ SG & GR, paper-faithful", {"variant": "sg_gr", **PAPER_FAITHFUL}),
     ("  + guide KL only", {"variant": "sg_gr", **PAPER_FAITHFUL, "kl_guide": 0.1}),
@@ -997,8 +1011,8 @@ GUARD_ROWS = [  # --guards: which guard the full method needs, starting from the
 
 def compare_rows(cfg: Config) -> list:
     """The rows --compare trains, in table order, each once."""
-    rows = (ROWS if cfg.rows == "paper" else ROWS[:3]) + (CONTROL_ROWS if cfg.controls else []) \
-        + (GUARD_ROWS if cfg.guards else [])
+    rows = {"paper": ROWS, "core": ROWS[:3], "oracle": ORACLE_ROWS}[cfg.rows] \
+        + (CONTROL_ROWS if cfg.controls else []) + (GUARD_ROWS if cfg.guards else [])
     return list(dict(rows).items())
 
 
@@ -1158,12 +1172,16 @@ def run_compare(cfg: Config):
     out = Path(cfg.out or "runs/compare")
     out.mkdir(parents=True, exist_ok=True)
     configs = [dataclasses.replace(cfg, seed=cfg.seed + k, out=str(out)) for k in range(cfg.seeds)]
-    groups = {}
-    for row, overrides in rows:
-        key = json.dumps(dataclasses.asdict(trunk_config(dataclasses.replace(cfg, **overrides))),
-                         sort_keys=True)
+    groups = {}  # rows that share a trunk up to the same branch point share a unit
+    for index, (row, overrides) in enumerate(rows):
+        row_cfg = dataclasses.replace(cfg, **overrides)
+        branch = first_trusted_iteration(row_cfg) - 1
+        key = (json.dumps(dataclasses.asdict(trunk_config(row_cfg)), sort_keys=True), branch,
+               index if branch == 0 else -1)  # nothing to share: a unit of its own
         groups.setdefault(key, []).append((row, overrides))
-    units = [(c, group) for group in sorted(groups.values(), key=len, reverse=True)
+    work = {key: len(group) * cfg.iterations - key[1] * (len(group) - 1)  # iterations to train
+            for key, group in groups.items()}
+    units = [(c, groups[key]) for key in sorted(groups, key=work.get, reverse=True)
              for c in configs]  # the biggest units first, so the workers finish together
     start = time.perf_counter()
     if cfg.workers > 1:

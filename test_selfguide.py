@@ -426,6 +426,15 @@ def test_prior_is_cached_by_its_settings(tmp_path):
 
 # --- selfguide: rollout ---
 
+def test_slot_vocab_mask_lets_each_slot_write_only_its_words():
+    mask = sg.slot_vocab_mask("cpu")
+    assert mask.shape == (3, len(sg.WRITABLE_IDS)) and mask.dtype == torch.bool
+    writable = [sg.WORDS[i] for i in sg.WRITABLE_IDS]
+    assert [w for w, ok in zip(writable, mask[sg.SLOT_GUIDE]) if ok] == list(GUIDES)
+    assert [w for w, ok in zip(writable, mask[sg.SLOT_ACTION]) if ok] == list(ACTIONS)
+    assert mask[sg.SLOT_CONTEXT].all()
+
+
 @pytest.mark.parametrize("guided", [True, False])
 def test_cached_rollout_logprobs_equal_a_full_forward_pass(guided):
     cfg = tiny_config()
@@ -535,7 +544,7 @@ def test_step_rewards_read_each_written_guide():
                           torch.tensor([[0.1, 0.0, -0.1, 0.0], [-0.1, -0.1, 0.0, 0.0]]))
 
 
-def test_oracle_reward_is_a_tenth_of_the_true_progress_of_the_judged_move():
+def test_step_rewards_oracle_is_a_tenth_of_the_true_progress_of_the_judged_move():
     guides = torch.tensor([[0, 0, 0, 0], [2, 2, -1, -1]])    # what the guides say is ignored
     truths = torch.tensor([[-1, 2, 0, 1], [-1, 0, -1, -1]])  # closer=0, bumped=1, farther=2
     progress = torch.tensor([[0, -1, 1, 0], [0, 1, 0, 0]])   # the same truths as +1 / 0 / -1
@@ -545,7 +554,7 @@ def test_oracle_reward_is_a_tenth_of_the_true_progress_of_the_judged_move():
     assert torch.equal(oracle, no_slot)  # the oracle needs no guide slot
 
 
-def test_random_reward_keeps_the_guides_shares_and_ignores_the_moves():
+def test_step_rewards_random_keeps_the_guides_shares_and_ignores_the_moves():
     g = torch.Generator().manual_seed(0)
     truths = torch.randint(0, 3, (400, 50), generator=g)
     guides = torch.where(torch.rand(400, 50, generator=g) < 0.8, truths, 0)  # an informed guide
@@ -598,18 +607,21 @@ def test_group_advantages_zero_variance_with_rounding_and_small_groups():
 
 
 def test_step_credit_hand_computed():
-    """Two rollouts, three steps, lambda 1: R = (1.1, -0.1), mean 0.5, std 0.6, A = (1, -1).
-    The actions' rewards-to-go are (0, -0.1, 0) and (-0.1, 0, 0); minus their per-step
-    mean (-0.05, -0.05, 0), plus the centred env return (0.5, -0.5), over 0.6."""
+    """Two rollouts, three steps, lambda 1. A_env = (1, -1); internal returns (0.1, -0.1),
+    std 0.1. The actions' rewards-to-go (0, -0.1, 0) and (-0.1, 0, 0) minus their per-step
+    mean (-0.05, -0.05, 0), over 0.1, are (0.5, -0.5, 0) and (-0.5, 0.5, 0)."""
     env_return = torch.tensor([1.0, 0.0])
     rewards = torch.tensor([[0.1, 0.1, -0.1], [0.0, -0.1, 0.0]])
-    returns, _ = sg.composite_return(env_return, rewards, 1.0)
-    advantages = sg.group_advantages(returns.view(1, 2), eps=0.0).flatten()
-    assert torch.allclose(advantages, torch.tensor([1.0, -1.0]))
-    action, guide = sg.step_credit(advantages, rewards, returns, 1.0, 2, eps=0.0)
-    assert torch.allclose(action, torch.tensor([[0.55, 0.45, 0.5], [-0.55, -0.45, -0.5]]) / 0.6)
+    env_advantages = sg.group_advantages(env_return.view(1, 2), eps=0.0).flatten()
+    torch.testing.assert_close(env_advantages, torch.tensor([1.0, -1.0]))
+    action, guide = sg.step_credit(env_advantages, rewards, 1.0, 2, eps=0.0)
+    torch.testing.assert_close(action, torch.tensor([[1.5, 0.5, 1.0], [-1.5, -0.5, -1.0]]))
     # a guide z_t is credited from its own reward on: to-go (0.1, 0, -0.1) and (-0.1, -0.1, 0)
-    assert torch.allclose(guide, torch.tensor([[0.6, 0.55, 0.45], [-0.6, -0.55, -0.45]]) / 0.6)
+    torch.testing.assert_close(guide, torch.tensor([[2.0, 1.5, 0.5], [-2.0, -1.5, -0.5]]))
+    # Dr. GRPO: no division; lambda weighs the internal part
+    env_advantages = sg.group_advantages(env_return.view(1, 2), scale=False).flatten()
+    action, _ = sg.step_credit(env_advantages, rewards, 0.5, 2, scale=False)
+    torch.testing.assert_close(action, torch.tensor([[0.525, 0.475, 0.5], [-0.525, -0.475, -0.5]]))
 
 
 def test_step_credit_equals_reward_to_go_with_a_per_step_baseline():
@@ -620,40 +632,34 @@ def test_step_credit_equals_reward_to_go_with_a_per_step_baseline():
     rewards = 0.1 * torch.randint(-1, 2, (12, horizon), generator=g).float()
     rewards[3, 4:] = 0.0  # an episode that ended after four steps
     trust = 0.7
-    returns, _ = sg.composite_return(env_return, rewards, trust)
-    advantages = sg.group_advantages(returns.view(-1, group_size), eps=1e-6).flatten()
-    action, guide = sg.step_credit(advantages, rewards, returns, trust, group_size)
+    env_advantages = sg.group_advantages(env_return.view(-1, group_size)).flatten()
+    action, guide = sg.step_credit(env_advantages, rewards, trust, group_size)
     for first in range(0, 12, group_size):
         members = range(first, first + group_size)
-        std = returns[first:first + group_size].std(unbiased=False).item()
-        mean_env = env_return[first:first + group_size].mean().item()
+        std = rewards[first:first + group_size].sum(1).std(unbiased=False).item()
         for t in range(horizon):
             to_go = {i: rewards[i, t + 1:].sum().item() for i in members}   # judges a_t on
             own_on = {i: rewards[i, t:].sum().item() for i in members}      # z_t's own on
             for i in members:
-                expected = (env_return[i].item() - mean_env + trust * (
-                    to_go[i] - sum(to_go.values()) / group_size)) / (std + 1e-6)
+                expected = env_advantages[i].item() + trust * (
+                    to_go[i] - sum(to_go.values()) / group_size) / (std + 1e-6)
                 assert action[i, t].item() == pytest.approx(expected, abs=1e-4)
-                expected = (env_return[i].item() - mean_env + trust * (
-                    own_on[i] - sum(own_on.values()) / group_size)) / (std + 1e-6)
+                expected = env_advantages[i].item() + trust * (
+                    own_on[i] - sum(own_on.values()) / group_size) / (std + 1e-6)
                 assert guide[i, t].item() == pytest.approx(expected, abs=1e-4)
 
 
-def test_step_credit_is_exactly_the_paper_advantage_at_lambda_zero_and_zero_in_flat_groups():
+def test_step_credit_is_exactly_the_env_advantage_at_lambda_zero_or_for_a_constant_guide():
     g = torch.Generator().manual_seed(1)
     env_return = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0])
     rewards = 0.1 * torch.randint(-1, 2, (8, 5), generator=g).float()
-    returns, _ = sg.composite_return(env_return, rewards, 0.0)
-    advantages = sg.group_advantages(returns.view(2, 4)).flatten()
-    action, guide = sg.step_credit(advantages, rewards, returns, 0.0, 4)
-    assert torch.equal(action, advantages[:, None].expand(-1, 5))
-    assert torch.equal(guide, advantages[:, None].expand(-1, 5))
-    # lambda 1 with internal returns that tie within the second group: zero variance, zero
-    rewards[4:] = rewards[4]
-    returns, _ = sg.composite_return(env_return, rewards, 1.0)
-    advantages = sg.group_advantages(returns.view(2, 4)).flatten()
-    action, _ = sg.step_credit(advantages, rewards, returns, 1.0, 4)
-    assert torch.equal(action[4:], torch.zeros(4, 5))
+    env_advantages = sg.group_advantages(env_return.view(2, 4)).flatten()
+    action, guide = sg.step_credit(env_advantages, rewards, 0.0, 4)
+    assert torch.equal(action, env_advantages[:, None].expand(-1, 5))
+    assert torch.equal(guide, env_advantages[:, None].expand(-1, 5))
+    # a guide that says the same every step of every rollout: no internal signal at all
+    action, _ = sg.step_credit(env_advantages, torch.full((8, 5), 0.1), 1.0, 4)
+    assert torch.equal(action, env_advantages[:, None].expand(-1, 5))
 
 
 def test_per_token_reads_each_tokens_step_off_the_slots():
@@ -689,7 +695,7 @@ def test_grpo_loss_at_ratio_one_is_minus_the_mean_token_advantage():
     assert loss.item() == pytest.approx(sum(by_slot), abs=1e-6)
 
 
-def test_per_slot_mean_leaves_the_actions_term_as_without_a_guide_slot():
+def test_grpo_loss_per_slot_mean_leaves_the_actions_term_as_without_a_guide_slot():
     """With token_mean per_slot, the gradient the action tokens get does not depend on how
     many guide tokens share the minibatch; with one mean over all tokens it is diluted."""
     slots, old, advantages = loss_inputs(3)
@@ -718,7 +724,7 @@ def test_grpo_loss_clipped_side_has_zero_gradient():
     assert stats["clip_fraction"] == 1.0
 
 
-def test_grpo_kl_is_zero_against_an_identical_reference_and_positive_otherwise():
+def test_grpo_loss_kl_is_zero_against_an_identical_reference_and_positive_otherwise():
     slots, old, advantages = loss_inputs(1)
     weights = torch.full(old.shape, 0.5)
     _, stats = sg.grpo_loss(old, old, advantages, slots, 0.2, old.clone(), weights)
@@ -728,7 +734,7 @@ def test_grpo_kl_is_zero_against_an_identical_reference_and_positive_otherwise()
 
 
 @pytest.mark.parametrize("token_mean", ["all", "per_slot"])
-def test_observation_tokens_get_zero_gradient(token_mean):
+def test_grpo_loss_gives_observation_tokens_zero_gradient(token_mean):
     slots, old, advantages = loss_inputs(2)
     generated = slots != sg.SLOT_CONTEXT
     new = (old + torch.randn(old.shape) * 0.1).requires_grad_()
@@ -952,6 +958,38 @@ def test_branching_off_the_shared_prefix_equals_training_each_row_alone():
         assert strip(records) == strip(state.records), row
         for a, b in zip(policy.parameters(), alone.parameters()):
             assert torch.equal(a, b), row
+
+
+# --- the README's exercises, where they have a checkable answer ---
+
+def test_exercise_2_group_std_makes_lambda_irrelevant_in_an_all_failed_group():
+    """In a group where every rollout failed, R = lambda * internal return: dividing by the
+    group's std cancels lambda (a small reward pushes at full strength); Dr. GRPO keeps it."""
+    internal = torch.tensor([[0.3, 0.1, -0.2, 0.0]])
+    strong, weak = (sg.group_advantages(trust * internal) for trust in (1.0, 0.01))
+    torch.testing.assert_close(strong, weak, rtol=2e-3, atol=2e-3)  # equal up to the eps of the std
+    assert strong.pow(2).mean().sqrt().item() == pytest.approx(1.0, abs=1e-3)
+    strong, weak = (sg.group_advantages(trust * internal, scale=False) for trust in (1.0, 0.01))
+    torch.testing.assert_close(weak, 0.01 * strong)
+
+
+def test_exercise_5_summed_oracle_rewards_telescope_to_the_distance_covered():
+    """With r_t from the true progress of the move z_t judges, sum_t r_t = 0.1 (d_0 - d_{T-1}):
+    a shaping by the potential -0.1 d that stalling cannot farm. It stops at d_{T-1}, not d_T,
+    because the guide z_t judges move t-1 and no guide is written after the last move."""
+    cfg = tiny_config(max_steps=10)
+    seeds = list(range(16))
+    batch = sg.rollout(tiny_policy(max_steps=10), seeds, True, cfg, torch.Generator().manual_seed(4))
+    rewards = sg.step_rewards(batch.guides, batch.truths, "oracle")
+    for i, seed in enumerate(seeds):
+        env = sg.make_env(cfg)
+        _, info = env.reset(seed=seed)
+        distances = [info["distance"]]
+        for token, slot in zip(batch.tokens[i].tolist(), batch.slots[i].tolist()):
+            if slot == sg.SLOT_ACTION:
+                distances.append(env.step(sg.WORDS[token])[4]["distance"])
+        last = batch.steps[i].item()
+        assert rewards[i].sum().item() == pytest.approx(0.1 * (distances[0] - distances[last - 1]))
 
 
 # --- selfguide: main ---
