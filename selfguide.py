@@ -150,9 +150,10 @@ class Config:
                                    "compare.md / compare.json to --out (default runs/compare)")
     seeds: int = setting(3, "--compare: seeds (each with its own prior), from --seed on")
     rows: str = setting("paper", "--compare: paper (every row of ROWS), core (GRPO, GRPO w/ SG, "
-                                 "GRPO w/ SG & GR) or oracle (GRPO with and without the oracle "
-                                 "reward, by credit: where can a dense reward pay?)",
-                        ["paper", "core", "oracle"])
+                                 "GRPO w/ SG & GR), oracle (GRPO with and without the oracle "
+                                 "reward, by credit: where can a dense reward pay?) or slot "
+                                 "(what the guide slot costs GRPO, and why)",
+                        ["paper", "core", "oracle", "slot"])
     controls: bool = setting(False, "--compare: add the control rows (oracle and random reward)")
     guards: bool = setting(False, "--compare: add the guard ablation rows")
     workers: int = setting(1, "--compare: seeds trained in parallel processes (1 thread each)")
@@ -285,8 +286,10 @@ def writable_column(device) -> torch.Tensor:
 
 
 def slot_vocab_mask(device) -> torch.Tensor:
-    """(3, W) bool over WRITABLE_IDS: which of the writable words each slot may hold (the
-    guide slot the three guides, the action slot the four moves; context: all, unused)."""
+    """(3, W) bool, rows indexed by slot (SLOT_CONTEXT, SLOT_GUIDE, SLOT_ACTION), columns by
+    the writable words in WRITABLE_IDS order (the three guides, then the four moves): True
+    where the slot may hold the word. The guide slot holds only guides, the action slot only
+    moves; the context row is all True (context is never sampled or scored)."""
     mask = torch.zeros(3, len(WRITABLE_IDS), dtype=torch.bool, device=device)
     mask[SLOT_CONTEXT] = True
     mask[SLOT_GUIDE, :len(GUIDE_IDS)] = True
@@ -590,7 +593,9 @@ GUIDE_REWARD = {"positive": 0.1, "neutral": 0.0, "negative": -0.1}
 
 
 def guide_to_reward(text: str) -> float:
-    """r_t = g(z_t): the polarity of the first guide word in the text; unreadable -> 0."""
+    """r_t = g(z_t): +0.1 for "positive", 0 for "neutral", -0.1 for "negative", read from the
+    first of those words in the text (case, commas and full stops ignored; any object is read
+    as its str). A text without one, or None, is unreadable and counts as neutral: 0."""
     for word in str(text).lower().replace(",", " ").replace(".", " ").split():
         if word in GUIDE_REWARD:
             return GUIDE_REWARD[word]
@@ -623,7 +628,8 @@ def step_rewards(guides: torch.Tensor, truths: torch.Tensor, source: str = "guid
 def length_neutral(rewards: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
     """Guard (--internal-return mean): each r_t divided by the episode's length, so the
     episode's internal return is the mean of its rewards rather than their sum: with the sum,
-    a policy that calls every step positive earns more the longer it stalls. (N, T) -> (N, T)."""
+    a policy that calls every step positive earns more the longer it stalls. rewards (N, T)
+    and steps (N,) -> (N, T); an episode of 0 steps is divided by 1."""
     return rewards / steps.clamp(min=1)[:, None]
 
 
@@ -634,9 +640,11 @@ def trust_schedule(iteration: int, total: int, kind: str = "trapezoid",
     """lambda(u) for training iteration u in 1..total.
 
     trapezoid (the paper, 80 iterations: 0-40 warm-up at 0, 40-50 linear to 1, 50-70 at 1,
-    70-80 linear back to 0), here as fractions of training: 0 until enter_at (0.5), rising
-    over 1/8 of training, 1 until 7/8, falling to 0 at the last iteration. no_anneal drops
-    the fall; immediate is 1 throughout; never is 0 throughout."""
+    70-80 linear back to 0), here as fractions of training, with f = u / total:
+    rise = clip((f - enter_at) / (1/8), 0, 1), fall = clip((1 - f) / (1/8), 0, 1) and
+    lambda = min(rise, fall): 0 until enter_at (0.5), 1 from enter_at + 1/8 to 7/8, 0 at the
+    last iteration. no_anneal is the rise alone; immediate is 1 throughout; never is 0
+    throughout. Any other kind is a ValueError that names the four."""
     if kind == "never":
         return 0.0
     if kind == "immediate":
@@ -653,7 +661,9 @@ def trust_schedule(iteration: int, total: int, kind: str = "trapezoid",
 # --- Self-Guide: composite return (Sec. 3, R(tau; u) = R_env(tau) + lambda(u) * sum_t r_t) ---
 
 def composite_return(env_return, rewards, trust: float):
-    """env_return: (N,); rewards: (N, T), the r_t. Returns (R, internal_return), each (N,)."""
+    """R = R_env + trust * internal_return, with internal_return = sum_t r_t (a step without a
+    guide has r_t = 0). env_return: (N,); rewards: (N, T). Returns (R, internal_return),
+    each (N,)."""
     internal_return = rewards.sum(1)
     return env_return + trust * internal_return, internal_return
 
@@ -720,8 +730,11 @@ def step_credit(env_advantages, rewards, trust: float, group_size: int, scale: b
 
 
 def per_token(slots, action_advantages, guide_advantages):
-    """Spread per-step advantages (N, T) over the token stream: slots (N, L) -> (N, L). A
-    token's step is read off the slots (the number of actions before it); context gets 0."""
+    """Spread per-step advantages over the token stream. slots (N, L); action_advantages and
+    guide_advantages (N, T), column t for step t. Returns (N, L): each action token gets its
+    step's action advantage, each guide token its step's guide advantage, context 0. A
+    token's step is read off the slots, never off token ids: it is the number of action
+    tokens before it in its row."""
     is_action = slots == SLOT_ACTION
     step = (is_action.cumsum(1) - is_action.long()).clamp(max=action_advantages.shape[1] - 1)
     return torch.where(is_action, action_advantages.gather(1, step),
@@ -995,6 +1008,14 @@ ORACLE_ROWS = [  # --rows oracle: can a perfect internal reward help GRPO here, 
     ("GRPO + oracle reward, step credit",
      {"variant": "grpo", "internal_reward": "oracle", "credit": "step"}),
 ]
+SLOT_ROWS = [  # --rows slot: why does the guide slot cost GRPO? (lambda = 0 in every row)
+    ("GRPO", {"variant": "grpo"}),
+    ("GRPO w/ SG", {"variant": "sg"}),
+    ("  guide and action tokens averaged apart", {"variant": "sg", "token_mean": "per_slot"}),
+    ("  guides trained by the KL alone", {"variant": "sg", "guide_advantage": "none"}),
+    ("  guides sampled at temperature 0.5", {"variant": "sg", "guide_temperature": 0.5}),
+    ("  no guide KL", {"variant": "sg", "kl_guide": 0.0}),
+]
 GUARD_ROWS = [  # --guards: which guard the full method needs, starting from the paper as written
     ("GRPO w/ SG & GR, paper-faithful", {"variant": "sg_gr", **PAPER_FAITHFUL}),
     ("  + guide KL only", {"variant": "sg_gr", **PAPER_FAITHFUL, "kl_guide": 0.1}),
@@ -1011,7 +1032,7 @@ GUARD_ROWS = [  # --guards: which guard the full method needs, starting from the
 
 def compare_rows(cfg: Config) -> list:
     """The rows --compare trains, in table order, each once."""
-    rows = {"paper": ROWS, "core": ROWS[:3], "oracle": ORACLE_ROWS}[cfg.rows] \
+    rows = {"paper": ROWS, "core": ROWS[:3], "oracle": ORACLE_ROWS, "slot": SLOT_ROWS}[cfg.rows] \
         + (CONTROL_ROWS if cfg.controls else []) + (GUARD_ROWS if cfg.guards else [])
     return list(dict(rows).items())
 
@@ -1186,7 +1207,9 @@ def run_compare(cfg: Config):
     start = time.perf_counter()
     if cfg.workers > 1:
         import multiprocessing
-        with multiprocessing.get_context("spawn").Pool(cfg.workers) as pool:
+        spawn = multiprocessing.get_context("spawn")
+        # one tqdm lock for all workers: each making its own leaves semaphores behind at exit
+        with spawn.Pool(cfg.workers, initializer=tqdm.set_lock, initargs=(spawn.RLock(),)) as pool:
             per_seed = pool.map(compare_prior, configs)
             parts = pool.starmap(compare_trunk, units)
     else:

@@ -512,7 +512,8 @@ def test_same_seed_gives_identical_rollouts_and_greedy_ignores_the_generator():
 
 @pytest.mark.parametrize("text, reward", [
     ("positive", 0.1), ("neutral", 0.0), ("negative", -0.1), ("Negative.", -0.1),
-    ("  POSITIVE, heading the right way", 0.1), ("unsure", 0.0), ("", 0.0), (None, 0.0)])
+    ("  POSITIVE, heading the right way", 0.1), ("negative, not positive", -0.1),
+    ("neutral.positive", 0.0), ("unsure", 0.0), ("", 0.0), (None, 0.0)])
 def test_guide_to_reward(text, reward):
     assert sg.guide_to_reward(text) == reward
 
@@ -582,6 +583,8 @@ def test_composite_return_and_the_length_neutral_mean():
     total, internal = sg.composite_return(env_return, sg.length_neutral(rewards, steps), 1.0)
     assert torch.allclose(internal, torch.tensor([0.1 / 3, 0.1]))
     assert torch.allclose(total, torch.tensor([1 + 0.1 / 3, 0.1]))
+    empty = sg.length_neutral(torch.tensor([[0.0, 0.0]]), torch.tensor([0]))  # no step: no NaN
+    assert torch.equal(empty, torch.zeros(1, 2))
 
 
 # --- selfguide: GRPO advantages and loss ---
