@@ -612,7 +612,10 @@ def step_rewards(guides: torch.Tensor, truths: torch.Tensor, source: str = "guid
     oracle (control): r_t = 0.1 x the true progress of the move z_t judges, in place of
             g(z_t): what a perfect guide would pay, the ceiling of any internal reward here.
     random (control): each written guide's polarity redrawn independently of the move, with
-            the shares of this batch's guides: an internal reward that carries no information."""
+            the shares of this batch's guides: an internal reward that carries no information.
+    Any other source is a ValueError."""
+    if source not in ("guide", "oracle", "random"):
+        raise ValueError(f"unknown reward source {source!r}; use guide, oracle or random")
     table = torch.tensor([guide_to_reward(word) for word in GUIDES] + [0.0],
                          device=guides.device)  # index -1 reads the last entry
     if source == "oracle":
@@ -654,7 +657,7 @@ def trust_schedule(iteration: int, total: int, kind: str = "trapezoid",
     if kind == "no_anneal":
         return rise
     if kind == "trapezoid":
-        return min(rise, min(max((1.0 - u) / ramp, 0.0), 1.0))
+        return min(rise, max((1.0 - u) / ramp, 0.0))  # rise <= 1 caps the fall
     raise ValueError(f"unknown trust schedule {kind!r}; use trapezoid, immediate, never or no_anneal")
 
 
@@ -752,6 +755,8 @@ def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
     loss = mean over generated tokens of -min(rho A, clip(rho) A) + beta * KL_k3(pi || ref).
     token_mean "per_slot" takes that mean over the guide and the action tokens apart and adds
     the two, so the actions' term is what it would be without a guide slot."""
+    if token_mean not in ("all", "per_slot"):
+        raise ValueError(f"unknown token_mean {token_mean!r}; use all or per_slot")
     generated = slots != SLOT_CONTEXT
     log_ratio = torch.where(generated, new_logprobs - old_logprobs, 0.0)
     ratio = log_ratio.exp()
@@ -1158,17 +1163,18 @@ def paired_interval(differences) -> tuple[float, float]:
     return mean, t * spread / math.sqrt(n)
 
 
-def compare_table(per_seed: list[dict], baseline: str = "GRPO") -> str:
+def compare_table(per_seed: list[dict], baselines=("GRPO", "GRPO w/ SG")) -> str:
     """The paper's table on the toy: mean +- sample std over seeds, and each row's paired
-    difference in success to the baseline row, mean [95% t-interval]."""
+    difference in success to each baseline row (same seed, same prior), mean [95%
+    t-interval]. The second baseline isolates the guide reward: rows with a guide slot
+    against the same slot at lambda = 0."""
     columns = [("success", "held-out success", 3), ("steps_over_optimal", "steps / optimal", 2),
                ("guide_balanced_accuracy", "guide bal. acc.", 3),
                ("share_positive", "positive guides", 2)]
-    paired = baseline in per_seed[0] and len(per_seed) > 1
-    lines = ["| row | " + " | ".join(c[1] for c in columns[:1]) +
-             (f" | vs {baseline}, paired [95% CI]" if paired else "") + " | " +
+    baselines = [b for b in baselines if b in per_seed[0]] if len(per_seed) > 1 else []
+    lines = ["| row | held-out success | " + "".join(f"vs {b} [95% CI] | " for b in baselines) +
              " | ".join(c[1] for c in columns[1:]) + " |",
-             "|---|" + "---|" * (len(columns) + paired)]
+             "|---|" + "---|" * (len(columns) + len(baselines))]
     for row in per_seed[0]:
         cells = []
         for key, _, digits in columns:
@@ -1176,11 +1182,11 @@ def compare_table(per_seed: list[dict], baseline: str = "GRPO") -> str:
             cells.append("-" if math.isnan(mean) else
                          f"{mean:.{digits}f} ± {spread:.{digits}f}" if len(per_seed) > 1 else
                          f"{mean:.{digits}f}")
-        if paired:
+        for k, baseline in enumerate(baselines):
             differences = [seed[row]["final"]["success"] - seed[baseline]["final"]["success"]
                            for seed in per_seed]
             mean, half = paired_interval(differences)
-            cells.insert(1, "-" if row == baseline else
+            cells.insert(1 + k, "-" if row == baseline else
                          f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]")
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -1224,8 +1230,8 @@ def run_compare(cfg: Config):
     seeds_text = ", ".join(str(c.seed) for c in configs)
     header = (f"Held-out greedy success on {cfg.eval_tasks} tasks, each run's final score the "
               f"mean of its last {cfg.final_evals} evaluations (every {cfg.eval_every} "
-              f"iterations); mean ± std over seeds {seeds_text}; paired differences to GRPO "
-              f"with 95% t-intervals over the seeds; {minutes:.1f} min.\n"
+              f"iterations); mean ± std over seeds {seeds_text}; paired differences (same seed, "
+              f"same prior) with 95% t-intervals over the seeds; {minutes:.1f} min.\n"
               f"Command: python selfguide.py " + " ".join(sys.argv[1:]))
     (out / "compare.md").write_text(header + "\n\n" + table + "\n")
     (out / "compare.json").write_text(json.dumps(

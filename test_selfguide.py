@@ -433,6 +433,7 @@ def test_slot_vocab_mask_lets_each_slot_write_only_its_words():
     assert [w for w, ok in zip(writable, mask[sg.SLOT_GUIDE]) if ok] == list(GUIDES)
     assert [w for w, ok in zip(writable, mask[sg.SLOT_ACTION]) if ok] == list(ACTIONS)
     assert mask[sg.SLOT_CONTEXT].all()
+    assert sg.slot_vocab_mask("meta").device.type == "meta"  # made where the logits are
 
 
 @pytest.mark.parametrize("guided", [True, False])
@@ -529,6 +530,11 @@ def test_trust_schedule_corners(kind, corners):
         assert sg.trust_schedule(iteration, 80, kind) == pytest.approx(trust)
 
 
+def test_trust_schedule_default_is_the_papers_trapezoid():
+    assert [sg.trust_schedule(u, 80) for u in (40, 45, 60, 75, 80)] == \
+        pytest.approx([0.0, 0.5, 1.0, 0.5, 0.0])
+
+
 def test_trust_schedule_enter_at_moves_the_rise_and_rejects_unknown_kinds():
     # the paper's "reward enters at iteration 15" of 80
     assert sg.trust_schedule(15, 80, "trapezoid", enter_at=15 / 80) == 0.0
@@ -553,6 +559,24 @@ def test_step_rewards_oracle_is_a_tenth_of_the_true_progress_of_the_judged_move(
     assert torch.allclose(oracle, 0.1 * progress)
     no_slot = sg.step_rewards(torch.full_like(guides, -1), truths, "oracle")
     assert torch.equal(oracle, no_slot)  # the oracle needs no guide slot
+
+
+def test_step_rewards_random_draws_come_from_the_given_generator_only():
+    guides = torch.randint(0, 3, (20, 10), generator=torch.Generator().manual_seed(0))
+    draws = []
+    for global_seed in (0, 1):  # the global RNG must not matter
+        torch.manual_seed(global_seed)
+        draws.append(sg.step_rewards(guides, guides, "random", torch.Generator().manual_seed(7)))
+    assert torch.equal(draws[0], draws[1])
+    assert not torch.equal(draws[0], sg.step_rewards(guides, guides, "random",
+                                                     torch.Generator().manual_seed(8)))
+
+
+def test_step_rewards_stay_on_the_device_of_the_guides_and_reject_unknown_sources():
+    guides = torch.tensor([[0, 2, -1]], device="meta")  # a device without data: shapes only
+    assert sg.step_rewards(guides, guides).device.type == "meta"
+    with pytest.raises(ValueError, match="guide, oracle or random"):
+        sg.step_rewards(torch.tensor([[0]]), torch.tensor([[0]]), "perfect")
 
 
 def test_step_rewards_random_keeps_the_guides_shares_and_ignores_the_moves():
@@ -607,6 +631,9 @@ def test_group_advantages_zero_variance_with_rounding_and_small_groups():
                           torch.tensor([[1.0, -1.0]]), atol=1e-5)
     assert torch.equal(sg.group_advantages(torch.tensor([[3.0]])), torch.zeros(1, 1))
     assert not torch.isnan(sg.group_advantages(torch.zeros(4, 8))).any()
+    # returns a hair apart: eps keeps the advantages finite, below the unit size, signed right
+    near = sg.group_advantages(torch.tensor([[1e-7, -1e-7]]))
+    assert (near.abs() < 1).all() and near[0, 0] > 0 > near[0, 1]
 
 
 def test_step_credit_hand_computed():
@@ -655,6 +682,10 @@ def test_step_credit_is_exactly_the_env_advantage_at_lambda_zero_or_for_a_consta
     action, guide = sg.step_credit(env_advantages, rewards, 0.0, 4)
     assert torch.equal(action, env_advantages[:, None].expand(-1, 5))
     assert torch.equal(guide, env_advantages[:, None].expand(-1, 5))
+    # internal returns a hair apart: eps keeps the internal part finite and signed right
+    tiny = torch.tensor([[0.0, 1e-7], [0.0, 0.0]])  # r_1, which judges a_0
+    action, _ = sg.step_credit(torch.zeros(2), tiny, 1.0, 2)
+    assert (action.abs() < 1).all() and action[0, 0] > 0 > action[1, 0]
     # a guide that says the same every step of every rollout: no internal signal at all
     action, _ = sg.step_credit(env_advantages, torch.full((8, 5), 0.1), 1.0, 4)
     assert torch.equal(action, env_advantages[:, None].expand(-1, 5))
@@ -706,6 +737,24 @@ def test_grpo_loss_per_slot_mean_leaves_the_actions_term_as_without_a_guide_slot
             sg.grpo_loss(new, old, advantages, which, 0.2, token_mean=token_mean)[0].backward()
             grads.append(new.grad[slots == sg.SLOT_ACTION].clone())
         assert torch.allclose(grads[0], grads[1]) == same, token_mean
+
+
+def test_grpo_loss_value_is_the_clipped_surrogate_plus_the_weighted_kl():
+    slots = torch.full((1, 4), sg.SLOT_ACTION)
+    old = torch.zeros(1, 4)
+    ratios = torch.tensor([[1.1, 0.9, 1.5, 0.5]])  # two inside the trust region, two outside
+    advantages = torch.tensor([[1.0, 1.0, 1.0, -1.0]])
+    # -min(rho A, clip(rho) A) per token: -1.1, -0.9, -1.2 (clipped), +0.8 (clipped)
+    loss, _ = sg.grpo_loss(ratios.log(), old, advantages, slots, 0.2)
+    assert loss.item() == pytest.approx((-1.1 - 0.9 - 1.2 + 0.8) / 4)
+    reference = torch.full((1, 4), -0.5)  # log pi_ref
+    weights = torch.tensor([[0.1, 0.2, 0.0, 0.3]])
+    with_kl, _ = sg.grpo_loss(ratios.log(), old, advantages, slots, 0.2, reference, weights)
+    log_ref_ratio = reference - ratios.log()
+    kl = log_ref_ratio.exp() - log_ref_ratio - 1
+    assert with_kl.item() == pytest.approx(loss.item() + (weights * kl).mean().item())
+    with pytest.raises(ValueError, match="all or per_slot"):
+        sg.grpo_loss(ratios.log(), old, advantages, slots, 0.2, token_mean="per_token")
 
 
 def test_grpo_loss_clipped_side_has_zero_gradient():
@@ -849,7 +898,7 @@ def test_compare_table_reports_mean_std_and_paired_differences():
                 {"GRPO": {"final": {"success": 0.7, "steps_over_optimal": None}},
                  "X": {"final": {"success": 0.9, "steps_over_optimal": 1.3}}}]
     table = sg.compare_table(per_seed)
-    assert "| GRPO | 0.600 ± 0.141 | - | 1.20 ± 0.00 | - | - |" in table
+    assert "| GRPO | 0.600 ± 0.141 | - | 1.20 ± 0.00 | - | - |" in table  # no SG row: one column
     # differences 0.1 and 0.2: mean 0.15, sample std 0.0707, t(0.975, 1 df) = 12.706
     half = 12.706 * 0.1 / math.sqrt(2) / math.sqrt(2)
     assert f"| X | 0.750 ± 0.212 | +0.150 [{0.15 - half:+.3f}, {0.15 + half:+.3f}] |" in table
