@@ -1192,6 +1192,47 @@ def compare_table(per_seed: list[dict], baselines=("GRPO", "GRPO w/ SG")) -> str
     return "\n".join(lines)
 
 
+def co_evolution(per_seed: list[dict]) -> list[str]:
+    """What the table cannot show at a glance: how much of the oracle's gain the guide's own
+    reward captures, and whether each guide got more accurate as its policy got better."""
+    lines = []
+    pairs = [("GRPO w/ SG & GR", "control: oracle reward for the guide's")]
+    for method, oracle in pairs:
+        if {method, oracle, "GRPO w/ SG"} <= set(per_seed[0]) and len(per_seed) > 1:
+            gains = [[seed[row]["final"]["success"] - seed["GRPO w/ SG"]["final"]["success"]
+                      for seed in per_seed] for row in (method, oracle)]
+            (guide, _), (ceiling, _) = (mean_and_spread(g) for g in gains)
+            lines.append(f"Over GRPO w/ SG, the guide's reward gains {guide:+.3f} and the oracle's "
+                         f"{ceiling:+.3f}: the guide captures {guide / ceiling:.0%} of the "
+                         f"oracle's gain" if ceiling > 0 else
+                         f"Over GRPO w/ SG, the guide's reward gains {guide:+.3f} and the oracle's "
+                         f"{ceiling:+.3f}: no gain for the guide to capture")
+    for row in per_seed[0]:
+        if not per_seed[0][row]["history"] or "guide_balanced_accuracy" not in \
+                per_seed[0][row]["final"]:
+            continue
+        start = mean_and_spread([s["ReAct w/ SG"]["final"]["guide_balanced_accuracy"]
+                                 for s in per_seed])[0]
+        final = mean_and_spread([s[row]["final"]["guide_balanced_accuracy"] for s in per_seed])[0]
+        correlations = [pearson([m["success"] for _, m in s[row]["history"]],
+                                [m["guide_balanced_accuracy"] for _, m in s[row]["history"]])
+                        for s in per_seed]
+        lines.append(f"{row.strip()}: guide balanced accuracy {start:.3f} (prior) -> {final:.3f}; "
+                     f"correlation with held-out success over its evaluations "
+                     f"{mean_and_spread(correlations)[0]:+.2f} (mean over seeds)")
+    return lines
+
+
+def pearson(xs, ys) -> float | None:
+    """Pearson's r of two equally long lists; None if either is constant or has a None."""
+    if None in xs or None in ys or len(xs) < 2:
+        return None
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
+    return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else None
+
+
 def run_compare(cfg: Config):
     """Every row of the table for --seeds seeds. Work is split into one unit per seed and
     trunk (the rows sharing a lambda = 0 prefix), spread over --workers processes."""
@@ -1226,7 +1267,7 @@ def run_compare(cfg: Config):
     per_seed = [{row: seed[row] for row in ["ReAct", "ReAct w/ SG"] + [r for r, _ in rows]}
                 for seed in per_seed]  # table order
     minutes = (time.perf_counter() - start) / 60
-    table = compare_table(per_seed)
+    table = compare_table(per_seed) + "\n\n" + "\n".join(f"- {line}" for line in co_evolution(per_seed))
     seeds_text = ", ".join(str(c.seed) for c in configs)
     header = (f"Held-out greedy success on {cfg.eval_tasks} tasks, each run's final score the "
               f"mean of its last {cfg.final_evals} evaluations (every {cfg.eval_every} "

@@ -904,6 +904,25 @@ def test_compare_table_reports_mean_std_and_paired_differences():
     assert f"| X | 0.750 ± 0.212 | +0.150 [{0.15 - half:+.3f}, {0.15 + half:+.3f}] |" in table
 
 
+def test_co_evolution_reports_the_captured_share_and_the_accuracy_trend():
+    def seed(sg_success, method, oracle, accuracies):
+        history = [(i, {"success": s, "guide_balanced_accuracy": a})
+                   for i, (s, a) in enumerate(zip([0.1, 0.2, 0.3], accuracies))]
+        final = {"success": method, "guide_balanced_accuracy": accuracies[-1]}
+        return {"ReAct w/ SG": {"final": {"success": 0.1, "guide_balanced_accuracy": 0.5},
+                                "history": []},
+                "GRPO w/ SG": {"final": {"success": sg_success}, "history": []},
+                "GRPO w/ SG & GR": {"final": final, "history": history},
+                "control: oracle reward for the guide's": {"final": {"success": oracle},
+                                                            "history": []}}
+    lines = sg.co_evolution([seed(0.30, 0.32, 0.40, [0.5, 0.6, 0.7]),
+                             seed(0.30, 0.34, 0.40, [0.7, 0.6, 0.5])])
+    assert "guide's reward gains +0.030 and the oracle's +0.100: the guide captures 30%" in lines[0]
+    assert "0.500 (prior) -> 0.600" in lines[1] and "+0.00" in lines[1]  # r = +1 and -1
+    assert sg.pearson([1, 2, 3], [2, 4, 7]) == pytest.approx(0.9934, abs=1e-4)
+    assert sg.pearson([1, 1, 1], [2, 4, 7]) is None
+
+
 def test_paired_interval_matches_a_hand_computed_t_interval():
     differences = [0.02, 0.05, -0.01, 0.04, 0.03]
     mean = sum(differences) / 5
