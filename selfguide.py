@@ -1312,7 +1312,8 @@ def plot_compare(folder: Path, figure_path: Path):
         axis.patch.set_visible(False)
     lines = [("GRPO", "tab:gray", "ReAct"), ("GRPO w/ SG", "tab:blue", "ReAct w/ SG"),
              ("GRPO w/ SG & GR", "tab:red", "ReAct w/ SG"),
-             ("SG & GR, paper-faithful (no guard)", "tab:orange", "ReAct w/ SG")]
+             ("GRPO w/ SG & GR, paper-faithful", "tab:orange", "ReAct w/ SG"),
+             ("control: oracle reward for the guide's", "tab:green", "ReAct w/ SG")]
     for row, color, start_row in [line for line in lines if line[0] in per_seed[0]]:
         x, mean, std = curve(row, "success", start_row)
         top.plot(x, mean, color=color, marker="o", label=row)
