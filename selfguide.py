@@ -1202,11 +1202,11 @@ def co_evolution(per_seed: list[dict]) -> list[str]:
             gains = [[seed[row]["final"]["success"] - seed["GRPO w/ SG"]["final"]["success"]
                       for seed in per_seed] for row in (method, oracle)]
             (guide, _), (ceiling, _) = (mean_and_spread(g) for g in gains)
-            lines.append(f"Over GRPO w/ SG, the guide's reward gains {guide:+.3f} and the oracle's "
-                         f"{ceiling:+.3f}: the guide captures {guide / ceiling:.0%} of the "
-                         f"oracle's gain" if ceiling > 0 else
-                         f"Over GRPO w/ SG, the guide's reward gains {guide:+.3f} and the oracle's "
-                         f"{ceiling:+.3f}: no gain for the guide to capture")
+            verdict = ("no gain for the guide to capture" if ceiling <= 0 else
+                       "the guide captures none of the oracle's gain" if guide <= 0 else
+                       f"the guide captures {guide / ceiling:.0%} of the oracle's gain")
+            lines.append(f"Over GRPO w/ SG, the guide's reward gains {guide:+.3f} and the "
+                         f"oracle's {ceiling:+.3f}: {verdict}")
     for row in per_seed[0]:
         if not per_seed[0][row]["history"] or "guide_balanced_accuracy" not in \
                 per_seed[0][row]["final"]:

@@ -918,6 +918,8 @@ def test_co_evolution_reports_the_captured_share_and_the_accuracy_trend():
     lines = sg.co_evolution([seed(0.30, 0.32, 0.40, [0.5, 0.6, 0.7]),
                              seed(0.30, 0.34, 0.40, [0.7, 0.6, 0.5])])
     assert "guide's reward gains +0.030 and the oracle's +0.100: the guide captures 30%" in lines[0]
+    worse = sg.co_evolution([seed(0.30, 0.28, 0.40, [0.5, 0.6, 0.7])] * 2)
+    assert "gains -0.020 and the oracle's +0.100: the guide captures none" in worse[0]
     assert "0.500 (prior) -> 0.600" in lines[1] and "+0.00" in lines[1]  # r = +1 and -1
     assert sg.pearson([1, 2, 3], [2, 4, 7]) == pytest.approx(0.9934, abs=1e-4)
     assert sg.pearson([1, 1, 1], [2, 4, 7]) is None
