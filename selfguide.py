@@ -79,9 +79,10 @@ class Config:
     wall_prob: float = setting(0.3, "probability that a cell is a wall")
     min_distance: int = setting(12, "shortest path from start to goal is at least this long")
     max_steps: int = setting(24, "moves before an episode is truncated")
-    cue: bool = setting(False, "show a hot/cold cue, dist:K (the goal is K moves away), so the "
-                               "agent can judge its moves: the paper's familiar task")
-    cue_noise: float = setting(0.2, "share of its moves the cue-reading demonstrator misjudges")
+    cue: bool = setting(False, "show a hot/cold cue (cue:warmer / colder / same: did the last "
+                               "move bring the goal closer?), so the agent can judge its moves: "
+                               "the paper's familiar task")
+    cue_noise: float = setting(0.1, "share of its moves the cue-reading demonstrator misjudges")
     # the policy: a tiny GPT-2
     n_layer: int = setting(1, "transformer layers")
     n_embd: int = setting(64, "embedding width")

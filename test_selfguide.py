@@ -253,18 +253,22 @@ def test_demonstrator_is_clearly_imperfect_but_informative():
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"size": 12, "min_distance": 18, "max_steps": 26}])
-def test_cue_shows_the_true_maze_distance_to_the_goal(kwargs):
+def test_cue_tells_whether_the_last_move_brought_the_goal_closer(kwargs):
     env = GridWorld(cue=True, **kwargs)
     for seed in range(20):
         observation, info = env.reset(seed=seed)
+        assert toy_env.parse_observation(observation)[3] == "start"
         for step in range(8):
+            observation, _, terminated, truncated, info = env.step(ACTIONS[(seed + step) % 4])
             assert len(observation.split()) == toy_env.observation_words(cue=True) == 4
             assert all(word in toy_env.VOCAB for word in observation.split())
-            assert toy_env.parse_observation(observation)[3] == info["distance"]
-            observation, _, terminated, truncated, info = env.step(ACTIONS[(seed + step) % 4])
+            expected = {1: "warmer", -1: "colder", 0: "same"}[info["progress"]]
+            assert toy_env.parse_observation(observation)[3] == expected
             if terminated or truncated:
                 break
-    assert toy_env.parse_observation(GridWorld().reset(seed=0)[0])[3] is None  # no cue
+    assert toy_env.parse_observation(GridWorld().reset(seed=0)[0])[3] is None  # no cue shown
+    with pytest.raises(ValueError, match="malformed"):
+        toy_env.parse_observation("at:1,2 goal:3,4 walls:N cue:lukewarm")
 
 
 def cue_demonstrator_moves(noise, seeds=range(200)):

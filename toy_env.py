@@ -11,11 +11,12 @@ edge). Because the maze is known to us, every step can be scored against the tru
 shortest-path (BFS) distance to the goal before and after it. `info` carries that truth so
 that the agent's own self-assessments can be measured, never shown to the agent.
 
-With `cue=True` the agent is also shown a hot/cold cue, a fourth word `dist:K` (the goal is K
-moves away through the maze), so it *can* judge its last move from what it sees, the way a
-pretrained LLM can judge its progress in a familiar task:
+With `cue=True` the agent is also shown a hot/cold cue, a fourth word saying whether its last
+move brought the goal closer through the maze (`cue:warmer`), farther (`cue:colder`) or
+neither (`cue:same`, a bump; `cue:start` before the first move), so it *can* judge its last
+move from what it sees, the way a pretrained LLM can judge its progress in a familiar task:
 
-    at:3,5 goal:7,1 walls:NW dist:9
+    at:3,5 goal:7,1 walls:NW cue:warmer
 
 The module also holds the imperfect demonstrator that gives a tiny model its "pretrained"
 prior (see DESIGN.md, "Stage 0"): it judges its own last step from what it can see and
@@ -62,7 +63,7 @@ VOCAB: tuple[str, ...] = tuple(
     [_cell_word("at", r, c) for r in range(MAX_SIZE) for c in range(MAX_SIZE)]
     + [_cell_word("goal", r, c) for r in range(MAX_SIZE) for c in range(MAX_SIZE)]
     + _all_wall_words()
-    + [f"dist:{k}" for k in range(MAX_SIZE * MAX_SIZE)]
+    + [f"cue:{word}" for word in ("start", "warmer", "colder", "same")]
 )
 """Every observation word, for any grid up to MAX_SIZE x MAX_SIZE. Guides and actions are
 separate (`GUIDES`, `ACTIONS`) because the agent writes them rather than reads them."""
@@ -171,6 +172,7 @@ class GridWorld:
         self._open, self._position, self._goal, self._distance, self._walls = layout
         self._optimal_steps = self._distance[self._position]
         self._visited = {self._position}
+        self._cue = "start"
         self._steps = 0
         self._done = False
         info = self._info(progress=0, bumped=False, revisited=False)
@@ -190,12 +192,13 @@ class GridWorld:
             self._position = target
         revisited = not bumped and target in self._visited
         self._visited.add(self._position)
+        progress = before - self._distance[self._position]
+        self._cue = {1: "warmer", -1: "colder", 0: "same"}[progress]
         self._steps += 1
         terminated = self._position == self._goal
         truncated = not terminated and self._steps >= self.max_steps
         self._done = terminated or truncated
-        info = self._info(progress=before - self._distance[self._position],
-                          bumped=bumped, revisited=revisited)
+        info = self._info(progress=progress, bumped=bumped, revisited=revisited)
         return self._observe(), float(terminated), terminated, truncated, info
 
     def blocked(self, cell=None) -> str:
@@ -208,7 +211,7 @@ class GridWorld:
         words = [_cell_word("at", *self._position), _cell_word("goal", *self._goal),
                  _walls_word(self._walls[self._position])]
         if self.cue:
-            words.append(f"dist:{self._distance[self._position]}")
+            words.append(f"cue:{self._cue}")
         return " ".join(words)
 
     def _info(self, progress: int, bumped: bool, revisited: bool) -> dict:
@@ -233,23 +236,26 @@ class GridWorld:
         return "\n".join(rows)
 
 
+CUES = ("start", "warmer", "colder", "same")
+
+
 def parse_observation(observation: str):
-    """(position, goal, blocked letters, cue distance or None) from an observation string;
-    ValueError if malformed."""
+    """(position, goal, blocked letters, cue) from an observation string, the cue one of CUES
+    or None when it is not shown; ValueError if malformed."""
     words = observation.split()
     try:
         at, goal, walls, *cue = words
         position = tuple(int(v) for v in at.removeprefix("at:").split(","))
         target = tuple(int(v) for v in goal.removeprefix("goal:").split(","))
-        distance = int(cue[0].removeprefix("dist:")) if cue else None
         if not (at.startswith("at:") and goal.startswith("goal:") and walls.startswith("walls:")
-                and len(cue) <= 1 and all(word.startswith("dist:") for word in cue)):
+                and len(cue) <= 1 and all(word.removeprefix("cue:") in CUES for word in cue)):
             raise ValueError
     except ValueError:
         raise ValueError(f"malformed observation {observation!r}; expected "
-                         f"'at:R,C goal:R,C walls:LETTERS' and optionally 'dist:K'") from None
+                         f"'at:R,C goal:R,C walls:LETTERS' and optionally 'cue:WORD'") from None
     blocked = walls.removeprefix("walls:")
-    return position, target, "" if blocked == "none" else blocked, distance
+    return position, target, "" if blocked == "none" else blocked, \
+        cue[0].removeprefix("cue:") if cue else None
 
 
 # --- The imperfect demonstrator (the Stage 0 prior's teacher) ---
@@ -269,16 +275,15 @@ def demonstrator_guide(position, previous, visited, goal) -> str:
     return "positive" if manhattan(position) < manhattan(previous) else "negative"
 
 
-def cue_guide(moved: bool, distance: int, previous_distance: int, rng: random.Random,
-              noise: float) -> str:
+def cue_guide(cue: str, rng: random.Random, noise: float) -> str:
     """Self-assessment of the last step read off the hot/cold cue, misjudged at a rate.
 
-    Stayed put -> neutral (a bump is plain to see); otherwise positive if the cue says the goal
-    came closer, negative if it went farther, but with probability `noise` the reading is
-    flipped: the prior's guide then starts informed yet wrong in places."""
-    if not moved:
+    No move yet or a bump (cue start or same) -> neutral, which is plain to see; warmer ->
+    positive, colder -> negative, but with probability `noise` the reading is flipped: the
+    prior's guide then starts informed yet wrong in places."""
+    if cue in ("start", "same"):
         return "neutral"
-    closer = distance < previous_distance
+    closer = cue == "warmer"
     if rng.random() < noise:
         closer = not closer
     return "positive" if closer else "negative"
@@ -313,7 +318,7 @@ def demonstrator_action(guide, position, goal, blocked, last_action, visited, rn
     return rng.choice([a for a in fresh if manhattan(a) == best])
 
 
-def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15, cue_noise: float = 0.2):
+def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15, cue_noise: float = 0.1):
     """Play one episode of task `seed` with the demonstrator (the cue-reading one if the
     environment shows the cue, misjudging a share `cue_noise` of its moves).
 
@@ -322,12 +327,12 @@ def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15, cue_noise: flo
     "neutral"); infos[i] is the environment's truth after action i."""
     rng = random.Random(f"demonstrator-{seed}")
     observation, _ = env.reset(seed=seed)
-    position, goal, blocked, distance = parse_observation(observation)
-    previous, previous_distance, last_action, visited = position, distance, None, set()
+    position, goal, blocked, cue = parse_observation(observation)
+    previous, last_action, visited = position, None, set()
     steps, infos, done = [], [], False
     while not done:
         if env.cue:
-            guide = cue_guide(position != previous, distance, previous_distance, rng, cue_noise)
+            guide = cue_guide(cue, rng, cue_noise)
         else:
             guide = demonstrator_guide(position, previous, visited, goal)
         visited.add(position)
@@ -337,12 +342,12 @@ def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15, cue_noise: flo
         observation, _, terminated, truncated, info = env.step(action)
         infos.append(info)
         done = terminated or truncated
-        previous, previous_distance, last_action = position, distance, action
-        position, goal, blocked, distance = parse_observation(observation)
+        previous, last_action = position, action
+        position, goal, blocked, cue = parse_observation(observation)
     return steps, infos
 
 
-def demonstrator_report(env: GridWorld, seeds, cue_noise: float = 0.2) -> dict:
+def demonstrator_report(env: GridWorld, seeds, cue_noise: float = 0.1) -> dict:
     """Success rate, and how well the demonstrator's guide agrees with true progress:
     accuracy, and balanced accuracy (mean recall over the three polarities, because about
     two thirds of steps are truly positive and few are neutral)."""
