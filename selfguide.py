@@ -11,34 +11,42 @@ The agent is a tiny GPT-2 (transformers' GPT2LMHeadModel) and the world a text m
 (toy_env.py) whose true shortest-path distances let us score every self-assessment: something
 the paper could not measure.
 
-    python selfguide.py                       # the full method from a cached prior (minutes on a CPU)
+    python selfguide.py                       # the full method from a cached prior (~2 min on a CPU)
     python selfguide.py --variant grpo        # env reward only; also: sg (guide, lambda = 0)
-    python selfguide.py --bench               # rollout with / without KV cache, Stage 0 time
+    python selfguide.py --cue                 # a maze whose moves the agent can judge (hot/cold cue)
+    python selfguide.py --bench               # timings: cached rollout, one iteration, Stage 0
     python selfguide.py --eval-only --init-from runs/sg_gr-seed0
     python selfguide.py --help                # every setting, with its default
 
-    python selfguide.py --compare --seeds 3 --guards --workers 3 --plot   # the README's table
-    python selfguide.py --paper-faithful      # every guard off: watch the guide collapse
+    python selfguide.py --compare --quick     # the paper's table on the toy, 2 seeds (~5 min)
+    python selfguide.py --compare --controls --seeds 5 --workers 2 --size 12 \
+        --min-distance 18 --max-steps 26 --cue  # the README's tables (see there)
+    python selfguide.py --paper-faithful      # the paper as written: watch the guide collapse
 
-Departures from the paper (each a setting; the paper's choice is one flag away):
+Departures from the paper (--paper-faithful takes back 2 and 5; 1, 3 and 4 are how the toy is
+built):
 1. A "Stage 0" prior stands in for the pretrained LLM. A model trained from scratch does not
    know what "positive" means, so we first clone an imperfect demonstrator (toy_env) whose
-   moves react to its own heuristic self-assessment. That prior is the reference policy of
-   the KL term, and the starting point of every variant.
-2. Three guards are on by default, because without them the method fails on the toy the way
-   the README's guard table shows: the composite advantage reaches the guide tokens, so a
-   guide is paid for praising itself and collapses to "positive" within ~25 iterations, and
-   the summed reward then pays for long episodes. (a) --kl-guide 0.1: a k3 KL to the prior
-   on guide tokens only, standing in for the way a pretrained LLM keeps the meaning of its
-   words; (b) --guide-advantage env: guide tokens get the advantage of R_env alone, so no
-   guide is rewarded for the reward it grants itself (actions still get the composite one);
+   moves react to its own self-assessment. That prior is the reference policy of the KL term
+   and the starting point of every variant.
+2. Three guards are on by default, because without them the guide collapses on the toy: the
+   composite advantage reaches the guide tokens, so a guide is paid for praising itself and
+   says "positive" on ~100% of steps within ~25 iterations (README, the paper-faithful rows).
+   (a) --kl-guide 0.1: a k3 KL to the prior on guide tokens only, standing in for the way a
+   pretrained LLM keeps the meaning of its words; (b) --guide-advantage env: guide tokens get
+   the advantage of R_env alone, so no guide is rewarded for the reward it grants itself;
    (c) --internal-return mean: the mean of r_t over the episode's steps instead of the sum,
-   so stalling earns nothing. --paper-faithful switches all three off.
+   so stalling earns nothing.
 3. Decoding is constrained: the guide slot samples among the three guide words and the action
    slot among the four moves, so no rollout is wasted on unreadable text. The paper's
-   "unreadable guide counts as neutral" rule is kept in guide_to_reward for completeness.
+   "unreadable guide counts as neutral" rule is kept in guide_to_reward.
 4. The schedule's phases are fractions of training (the paper: iterations 40/50/70/80 of
    80), and the group standard deviation is the population one (see group_advantages).
+5. Step-level credit (--credit step; the paper: trajectory): each action is credited with the
+   internal rewards that judge it and later moves, normalised apart from R_env (see
+   step_credit). Under the paper's one advantage per rollout even a perfect internal reward
+   (the oracle control) gains GRPO nothing on the toy; under step credit it does, where
+   success is rare (README, "When does Self-Guide pay?").
 """
 from __future__ import annotations
 
@@ -105,7 +113,7 @@ class Config:
                                             "(also with --variant grpo: no guide slot); random, "
                                             "drawn with the shares of the policy's own guides",
                                    ["guide", "oracle", "random"])
-    credit: str = setting("trajectory", "trajectory: one advantage per rollout (the paper); step: "
+    credit: str = setting("step", "trajectory: one advantage per rollout (the paper); step: "
                                         "each action is credited only with the internal rewards "
                                         "that judge it and later moves (see step_credit)",
                           ["trajectory", "step"])
