@@ -368,13 +368,16 @@ def demonstrator_report(env: GridWorld, seeds, cue_noise: float = 0.1) -> dict:
 
 
 if __name__ == "__main__":
-    world = GridWorld()
+    world = GridWorld(cue=True)
     print(world.reset(seed=0)[0])
     print(world.render(), "\n")
-    for cue in (False, True):
-        start = time.perf_counter()
-        report = demonstrator_report(GridWorld(cue=cue), range(1000))
-        print(f"demonstrator{' reading the cue' if cue else ''} on 1,000 seeds: success "
-              f"{report['success']:.3f}; its guide agrees with true progress "
-              f"{report['guide_accuracy']:.3f} (balanced {report['guide_balanced_accuracy']:.3f}); "
-              f"{time.perf_counter() - start:.2f} s")
+    mazes = {"default maze": {}, "sparse maze (12x12, >= 18, 26 moves)":
+             {"size": 12, "min_distance": 18, "max_steps": 26}}
+    for name, settings in mazes.items():
+        for cue in (False, True):
+            start = time.perf_counter()
+            report = demonstrator_report(GridWorld(cue=cue, **settings), range(1000))
+            print(f"{name}, demonstrator{' reading the cue' if cue else ''}, 1,000 seeds: "
+                  f"success {report['success']:.3f}; its guide agrees with true progress "
+                  f"{report['guide_accuracy']:.3f} (balanced "
+                  f"{report['guide_balanced_accuracy']:.3f}); {time.perf_counter() - start:.2f} s")
