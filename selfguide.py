@@ -1292,8 +1292,9 @@ def run_compare(cfg: Config):
 
 
 def plot_compare(folder: Path, figure_path: Path):
-    """Held-out success of GRPO, SG and SG & GR over iterations (mean +- std over seeds) with
-    lambda(u) shaded behind; below, the guide's balanced accuracy and positive share."""
+    """Top: each row's held-out success minus GRPO's on the same seed (paired: the priors'
+    spread cancels), mean +- std over seeds, with lambda(u) shaded behind. Bottom: the
+    guide's balanced accuracy (solid) and share of "positive" (dotted)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -1301,16 +1302,20 @@ def plot_compare(folder: Path, figure_path: Path):
     except ImportError:
         raise SystemExit("error: --plot needs matplotlib: pip install matplotlib") from None
     results = json.loads((folder / "compare.json").read_text())
-    per_seed = results["per_seed"]
+    per_seed, cfg = results["per_seed"], results["config"]
 
-    def curve(row, key, start_row):  # iterations, mean, std; iteration 0 is the prior
-        points = [[(0, seed[start_row]["final"][key])] +
-                  [(i, m[key]) for i, m in seed[row]["history"]] for seed in per_seed]
-        iterations = [i for i, _ in points[0]]
-        stats = [mean_and_spread([p[k][1] for p in points]) for k in range(len(iterations))]
-        return iterations, [m for m, _ in stats], [s for _, s in stats]
+    def points(seed, row, key, start_row):  # [(iteration, value)]; iteration 0 is the prior
+        return [(0, seed[start_row]["final"][key])] + [(i, m[key]) for i, m in seed[row]["history"]]
 
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True)
+    def curve(row, key, start_row, minus_grpo=False):  # iterations, mean, std over seeds
+        per = [points(seed, row, key, start_row) for seed in per_seed]
+        if minus_grpo:
+            per = [[(i, v - g) for (i, v), (_, g) in zip(p, points(seed, "GRPO", key, "ReAct"))]
+                   for p, seed in zip(per, per_seed)]
+        stats = [mean_and_spread([p[k][1] for p in per]) for k in range(len(per[0]))]
+        return [i for i, _ in per[0]], [m for m, _ in stats], [s for _, s in stats]
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 7), sharex=True)
     trust = per_seed[0]["GRPO w/ SG & GR"]["trust"]
     for axis in (top, bottom):
         shade = axis.twinx()
@@ -1319,28 +1324,27 @@ def plot_compare(folder: Path, figure_path: Path):
         shade.set_ylabel("trust lambda(u)", color="0.5")
         axis.set_zorder(shade.get_zorder() + 1)
         axis.patch.set_visible(False)
-    lines = [("GRPO", "tab:gray", "ReAct"), ("GRPO w/ SG", "tab:blue", "ReAct w/ SG"),
-             ("GRPO w/ SG & GR", "tab:red", "ReAct w/ SG"),
-             ("GRPO w/ SG & GR, paper-faithful", "tab:orange", "ReAct w/ SG"),
-             ("control: oracle reward for the guide's", "tab:green", "ReAct w/ SG")]
-    for row, color, start_row in [line for line in lines if line[0] in per_seed[0]]:
-        x, mean, std = curve(row, "success", start_row)
-        top.plot(x, mean, color=color, marker="o", label=row)
+    lines = [("GRPO w/ SG", "tab:blue"), ("GRPO w/ SG & GR", "tab:red"),
+             ("GRPO w/ SG & GR, paper-faithful", "tab:orange"),
+             ("control: oracle reward for the guide's", "tab:green"),
+             ("control: random reward, the guides' shares", "tab:purple")]
+    top.axhline(0, color="tab:gray", linewidth=1.5, label="GRPO (the zero line)")
+    for row, color in [line for line in lines if line[0] in per_seed[0]]:
+        x, mean, std = curve(row, "success", "ReAct w/ SG", minus_grpo=True)
+        top.plot(x, mean, color=color, marker="o", markersize=3, label=row)
         top.fill_between(x, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
-                         color=color, alpha=0.15)
-        if row != "GRPO":
-            for key, style in [("guide_balanced_accuracy", "-"), ("share_positive", ":")]:
-                x, mean, std = curve(row, key, start_row)
-                label = f"{row.split(',')[0] if 'faithful' not in row else 'paper-faithful'}: " \
-                        f"{'balanced accuracy' if style == '-' else 'positive share'}"
-                bottom.plot(x, mean, color=color, linestyle=style, marker="o", label=label)
-    top.set_ylabel("held-out success (greedy)")
-    top.legend(loc="lower right", fontsize=7)
+                         color=color, alpha=0.12)
+        for key, style in [("guide_balanced_accuracy", "-"), ("share_positive", ":")]:
+            x, mean, _ = curve(row, key, "ReAct w/ SG")
+            bottom.plot(x, mean, color=color, linestyle=style, marker="o", markersize=3)
+    top.set_ylabel("held-out success minus GRPO's\n(same seed, greedy)")
+    top.legend(loc="lower left", fontsize=7)
     bottom.axhline(1 / 3, color="0.6", linewidth=0.8)
-    bottom.set_ylabel("guide vs true progress")
+    bottom.set_ylabel("guide vs true progress: balanced\naccuracy (solid), positive share (dotted)")
     bottom.set_xlabel("GRPO iteration")
-    bottom.legend(loc="center left", fontsize=7)
-    top.set_title(f"Self-Guide on the toy maze, {len(per_seed)} seeds (mean ± std)", fontsize=10)
+    maze = (f"{cfg['size']}x{cfg['size']} maze, start >= {cfg['min_distance']} steps away, "
+            f"{cfg['max_steps']} moves{', hot/cold cue' if cfg['cue'] else ''}")
+    top.set_title(f"Self-Guide on the toy: {maze}; {len(per_seed)} seeds, mean ± std", fontsize=9)
     fig.tight_layout()
     figure_path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(figure_path, dpi=110)
