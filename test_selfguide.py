@@ -613,6 +613,8 @@ def test_composite_return_and_the_length_neutral_mean():
     assert torch.allclose(total, torch.tensor([1 + 0.1 / 3, 0.1]))
     empty = sg.length_neutral(torch.tensor([[0.0, 0.0]]), torch.tensor([0]))  # no step: no NaN
     assert torch.equal(empty, torch.zeros(1, 2))
+    one = sg.length_neutral(torch.tensor([[0.1, 0.0]]), torch.tensor([1]))  # one step: as is
+    assert torch.equal(one, torch.tensor([[0.1, 0.0]]))
 
 
 # --- selfguide: GRPO advantages and loss ---
@@ -703,6 +705,8 @@ def test_per_token_reads_each_tokens_step_off_the_slots():
     guide = -action
     tokens = sg.per_token(slots, action, guide)
     assert tokens[0, [5, 6, 10, 11, 15, 16]].tolist() == [-1.0, 1.0, -2.0, 2.0, -3.0, 3.0]
+    padded = torch.cat([slots, torch.zeros(2, 4, dtype=torch.long)], 1)  # context after a full row
+    assert torch.equal(sg.per_token(padded, action, guide)[:, :17], tokens)
     assert tokens[1, [4, 8]].tolist() == [4.0, 5.0]
     assert (tokens[slots == C] == 0).all()
 
@@ -759,6 +763,27 @@ def test_grpo_loss_value_is_the_clipped_surrogate_plus_the_weighted_kl():
     assert with_kl.item() == pytest.approx(loss.item() + (weights * kl).mean().item())
     with pytest.raises(ValueError, match="all or per_slot"):
         sg.grpo_loss(ratios.log(), old, advantages, slots, 0.2, token_mean="per_token")
+    # the logged diagnostics: clipped share and the approximate KL to the rollout policy
+    _, stats = sg.grpo_loss(ratios.log(), old, advantages, slots, 0.2)
+    assert stats["clip_fraction"] == 0.5
+    assert stats["approx_kl"] == pytest.approx((ratios - 1 - ratios.log()).mean().item())
+
+
+def test_grpo_loss_means_over_what_is_there():
+    """One generated token: its own loss. per_slot without any guide token (GRPO): the
+    actions' mean alone, not a NaN from an empty guide mean."""
+    C, G, A = sg.SLOT_CONTEXT, sg.SLOT_GUIDE, sg.SLOT_ACTION
+    zeros = torch.zeros(1, 3)
+    loss, _ = sg.grpo_loss(zeros, zeros, torch.tensor([[0.0, 0.7, 0.0]]), torch.tensor([[C, A, C]]), 0.2)
+    assert loss.item() == pytest.approx(-0.7)
+    advantages = torch.tensor([[0.5, 0.7, 0.0]])
+    for token_mean in ("all", "per_slot"):
+        loss, _ = sg.grpo_loss(zeros, zeros, advantages, torch.tensor([[A, A, C]]), 0.2,
+                               token_mean=token_mean)
+        assert loss.item() == pytest.approx(-0.6), token_mean
+    loss, _ = sg.grpo_loss(zeros, zeros, advantages, torch.tensor([[G, A, C]]), 0.2,
+                           token_mean="per_slot")
+    assert loss.item() == pytest.approx(-1.2)
 
 
 def test_grpo_loss_clipped_side_has_zero_gradient():
