@@ -346,6 +346,7 @@ def test_paper_faithful_switches_every_guard_off():
     faithful = sg.parse_config(["--paper-faithful"])
     assert (faithful.kl_guide, faithful.internal_return, faithful.guide_advantage) == \
         (0.0, "sum", "composite")
+    assert (default.credit, faithful.credit, faithful.token_mean) == ("step", "trajectory", "all")
 
 
 def test_quick_preset_changes_defaults_but_explicit_flags_win():
