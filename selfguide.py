@@ -11,20 +11,20 @@ The agent is a tiny GPT-2 (transformers' GPT2LMHeadModel) and the world a text m
 (toy_env.py) whose true shortest-path distances let us score every self-assessment: something
 the paper could not measure.
 
-    python selfguide.py                       # the full method from a cached prior (~2 min on a CPU)
+    python selfguide.py                       # the full method, prior included (~1 min on a CPU)
     python selfguide.py --variant grpo        # env reward only; also: sg (guide, lambda = 0)
     python selfguide.py --cue                 # a maze whose moves the agent can judge (hot/cold cue)
     python selfguide.py --bench               # timings: cached rollout, one iteration, Stage 0
     python selfguide.py --eval-only --init-from runs/sg_gr-seed0
     python selfguide.py --help                # every setting, with its default
 
-    python selfguide.py --compare --quick     # the paper's table on the toy, 2 seeds (~5 min)
+    python selfguide.py --compare --quick     # the paper's table on the toy, 2 seeds (~4 min)
     python selfguide.py --compare --controls --seeds 5 --workers 2 --size 12 \
         --min-distance 18 --max-steps 26 --cue  # the README's tables (see there)
     python selfguide.py --paper-faithful      # the paper as written: watch the guide collapse
 
-Departures from the paper (--paper-faithful takes back 2 and 5; 1, 3 and 4 are how the toy is
-built):
+Departures from the paper (--paper-faithful takes back 2 and 5; 1, 3, 4 and 6 are how the toy
+is built):
 1. A "Stage 0" prior stands in for the pretrained LLM. A model trained from scratch does not
    know what "positive" means, so we first clone an imperfect demonstrator (toy_env) whose
    moves react to its own self-assessment. That prior is the reference policy of the KL term
@@ -47,6 +47,8 @@ built):
    step_credit). Under the paper's one advantage per rollout even a perfect internal reward
    (the oracle control) gains GRPO nothing on the toy; under step credit it does, where
    success is rare (README, "When does Self-Guide pay?").
+6. The guide is one word that judges the move just made, not a free-text assessment: the
+   toy's tokenizer is word-level, and one word is all that guide_to_reward reads.
 """
 from __future__ import annotations
 
