@@ -92,7 +92,8 @@ class Config:
     cue: bool = setting(False, "show a hot/cold cue (cue:warmer / colder / same: did the last "
                                "move bring the goal closer?), so the agent can judge its moves: "
                                "the paper's familiar task")
-    cue_noise: float = setting(0.1, "share of its moves the cue-reading demonstrator misjudges")
+    cue_noise: float = setting(toy_env.CUE_NOISE,
+                               "share of its moves the cue-reading demonstrator misjudges")
     # the policy: a tiny GPT-2
     n_layer: int = setting(1, "transformer layers")
     n_embd: int = setting(64, "embedding width")

@@ -59,11 +59,18 @@ def _all_wall_words() -> list[str]:
     return words
 
 
+CUES = ("start", "warmer", "colder", "same")
+"""The hot/cold cue words (cue=True): no move yet, the last move brought the goal closer
+through the maze, led away from it, or bumped (progress +1 / -1 / 0)."""
+CUE_OF_PROGRESS = {1: "warmer", -1: "colder", 0: "same"}
+CUE_NOISE = 0.1
+"""Share of its moves the cue-reading demonstrator misjudges (the default of --cue-noise)."""
+
 VOCAB: tuple[str, ...] = tuple(
     [_cell_word("at", r, c) for r in range(MAX_SIZE) for c in range(MAX_SIZE)]
     + [_cell_word("goal", r, c) for r in range(MAX_SIZE) for c in range(MAX_SIZE)]
     + _all_wall_words()
-    + [f"cue:{word}" for word in ("start", "warmer", "colder", "same")]
+    + [f"cue:{word}" for word in CUES]
 )
 """Every observation word, for any grid up to MAX_SIZE x MAX_SIZE. Guides and actions are
 separate (`GUIDES`, `ACTIONS`) because the agent writes them rather than reads them."""
@@ -193,7 +200,7 @@ class GridWorld:
         revisited = not bumped and target in self._visited
         self._visited.add(self._position)
         progress = before - self._distance[self._position]
-        self._cue = {1: "warmer", -1: "colder", 0: "same"}[progress]
+        self._cue = CUE_OF_PROGRESS[progress]
         self._steps += 1
         terminated = self._position == self._goal
         truncated = not terminated and self._steps >= self.max_steps
@@ -234,9 +241,6 @@ class GridWorld:
                         else "." if cell in self._open else "#")
             rows.append(row)
         return "\n".join(rows)
-
-
-CUES = ("start", "warmer", "colder", "same")
 
 
 def parse_observation(observation: str):
@@ -280,7 +284,7 @@ def cue_guide(cue: str, rng: random.Random, noise: float) -> str:
 
     No move yet or a bump (cue start or same) -> neutral, which is plain to see; warmer ->
     positive, colder -> negative, but with probability `noise` the reading is flipped: the
-    prior's guide then starts informed yet wrong in places."""
+    demonstrations are then informed yet wrong in places."""
     if cue in ("start", "same"):
         return "neutral"
     closer = cue == "warmer"
@@ -318,7 +322,8 @@ def demonstrator_action(guide, position, goal, blocked, last_action, visited, rn
     return rng.choice([a for a in fresh if manhattan(a) == best])
 
 
-def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15, cue_noise: float = 0.1):
+def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15,
+                cue_noise: float = CUE_NOISE):
     """Play one episode of task `seed` with the demonstrator (the cue-reading one if the
     environment shows the cue, misjudging a share `cue_noise` of its moves).
 
@@ -347,7 +352,7 @@ def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15, cue_noise: flo
     return steps, infos
 
 
-def demonstrator_report(env: GridWorld, seeds, cue_noise: float = 0.1) -> dict:
+def demonstrator_report(env: GridWorld, seeds, cue_noise: float = CUE_NOISE) -> dict:
     """Success rate, and how well the demonstrator's guide agrees with true progress:
     accuracy, and balanced accuracy (mean recall over the three polarities, because about
     two thirds of steps are truly positive and few are neutral)."""
