@@ -334,9 +334,39 @@ def writable_logits(policy, tokens, cache=None) -> torch.Tensor:
     """The policy's logits for the writable words only: tokens (N, L) -> (N, L, W), columns in
     WRITABLE_IDS order. Constrained decoding gives every other word probability 0, so this
     equals the masked full-vocabulary distribution while computing 7 rows of the LM head
-    instead of all of them (most of a training pass's cost at this model size)."""
+    instead of all of them. The rollout's forward pass (transformers' own, with its KV cache)."""
     hidden = policy.transformer(tokens, cache=cache, use_cache=cache is not None).last_hidden_state
     return hidden @ policy.lm_head.weight[WRITABLE_IDS].T       # (N, L, C) @ (C, W)
+
+
+def scored_logits(policy, tokens, positions) -> torch.Tensor:
+    """writable_logits(policy, tokens)[:, positions], computed only where it is needed: tokens
+    (N, L), positions (Q,) -> (N, Q, W). The training passes' forward pass.
+
+    A training pass scores the guide and action tokens only, 40% of the stream. Every position
+    is still a key and a value for later ones, but the last block's queries, attention output,
+    MLP and the head matter only at the positions that predict a scored token, so they are
+    computed there alone. The same network and weights as GPT2LMHeadModel.forward (a test
+    checks the two agree), at half the arithmetic, which is what a training pass costs here."""
+    gpt, (n, length) = policy.transformer, tokens.shape
+    hidden = gpt.wte(tokens) + gpt.wpe(torch.arange(length, device=tokens.device))  # (N, L, C)
+    for block in gpt.h[:-1]:  # earlier blocks: every position is some later query's key
+        hidden = block(hidden)
+    block, attention, width = gpt.h[-1], gpt.h[-1].attn, hidden.shape[-1]
+    x = block.ln_1(hidden)
+    weight, bias = attention.c_attn.weight, attention.c_attn.bias  # (C, 3C), (3C,): q | k | v
+    query = x[:, positions] @ weight[:, :width] + bias[:width]              # (N, Q, C)
+    key, value = (x @ weight[:, width:] + bias[width:]).split(width, -1)    # (N, L, C) each
+
+    def heads(z):  # (N, S, C) -> (N, H, S, C / H)
+        return z.view(n, z.shape[1], attention.num_heads, attention.head_dim).transpose(1, 2)
+
+    causal = positions[:, None] >= torch.arange(length, device=tokens.device)  # (Q, L)
+    mixed = F.scaled_dot_product_attention(heads(query), heads(key), heads(value),
+                                           attn_mask=causal, scale=attention.scaling)
+    hidden = hidden[:, positions] + attention.c_proj(mixed.transpose(1, 2).reshape(n, -1, width))
+    hidden = hidden + block.mlp(block.ln_2(hidden))                         # (N, Q, C)
+    return gpt.ln_f(hidden) @ policy.lm_head.weight[WRITABLE_IDS].T         # (N, Q, W)
 
 
 def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
@@ -346,15 +376,18 @@ def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
     context positions.
 
     tokens, slots: (N, L). Returns (N, L), aligned with tokens."""
-    logits = writable_logits(policy, tokens)[:, :-1]             # (N, L-1, W): p predicts p+1
-    allowed = slot_vocab_mask(tokens.device)[slots[:, 1:]]       # (N, L-1, W)
+    # position p predicts token p + 1; score the columns where any row holds a guide or action
+    targets = (slots != SLOT_CONTEXT).any(0).nonzero().squeeze(-1)          # (Q,), all >= 1
+    logits = scored_logits(policy, tokens, targets - 1)                     # (N, Q, W)
+    target_slots = slots[:, targets]                                         # (N, Q)
+    allowed = slot_vocab_mask(tokens.device)[target_slots]                   # (N, Q, W)
     per_slot = [1.0, temperature if guide_temperature is None else guide_temperature, temperature]
-    temperatures = torch.tensor(per_slot, device=tokens.device)[slots[:, 1:], None]  # (N, L-1, 1)
+    temperatures = torch.tensor(per_slot, device=tokens.device)[target_slots, None]  # (N, Q, 1)
     logp = torch.log_softmax(logits.masked_fill(~allowed, -math.inf) / temperatures, dim=-1)
-    column = writable_column(tokens.device)[tokens[:, 1:]]      # (N, L-1); 0 for context words
-    chosen = logp.gather(-1, column[..., None]).squeeze(-1)      # (N, L-1)
-    chosen = F.pad(chosen, (1, 0))                               # (N, L)
-    return torch.where(slots != SLOT_CONTEXT, chosen, torch.zeros_like(chosen))
+    column = writable_column(tokens.device)[tokens[:, targets]]             # (N, Q); 0: context
+    chosen = logp.gather(-1, column[..., None]).squeeze(-1)                  # (N, Q)
+    chosen = torch.zeros(tokens.shape, device=tokens.device).index_copy(1, targets, chosen)
+    return torch.where(slots != SLOT_CONTEXT, chosen, torch.zeros_like(chosen))  # (N, L)
 
 
 # --- Stage 0: the prior (stands in for the pretrained LLM; DESIGN.md "Why a Stage 0 prior") ---
@@ -1384,6 +1417,23 @@ def run_bench(cfg: Config, device):
     print(f"rollout of {len(seeds)} episodes x {batch.steps.float().mean():.1f} steps "
           f"({batch.tokens.shape[1]} tokens): cached {timings[True]:.2f} s, recomputed "
           f"{timings[False]:.2f} s, speed-up {timings[False] / timings[True]:.1f}x")
+    # a training pass: the transformers forward at every position vs the scored ones only
+    minibatch = batch.tokens[:len(seeds) // cfg.minibatches], batch.slots[:len(seeds) // cfg.minibatches]
+    targets = (minibatch[1] != SLOT_CONTEXT).any(0).nonzero().squeeze(-1)
+    passes = {"every position": lambda: writable_logits(policy, minibatch[0])[:, targets - 1],
+              "scored positions": lambda: scored_logits(policy, minibatch[0], targets - 1)}
+    for name, logits in passes.items():
+        seconds = []
+        for _ in range(6):  # the first is a warm-up
+            start = time.perf_counter()
+            logits().sum().backward()
+            seconds.append(time.perf_counter() - start)
+        passes[name] = sorted(seconds[1:])[2]
+    policy.zero_grad(set_to_none=True)
+    print(f"training pass (forward + backward, {len(minibatch[0])} episodes): every position "
+          f"{passes['every position'] * 1000:.1f} ms, scored positions only "
+          f"{passes['scored positions'] * 1000:.1f} ms, speed-up "
+          f"{passes['every position'] / passes['scored positions']:.1f}x")
     state, reference = new_train_state(policy, cfg), copy.deepcopy(policy)
     records = [grpo_iteration(policy, reference, cfg, state, i) for i in range(1, 6)][1:]
     parts = {k: sorted(r[f"{k}_seconds"] for r in records)[len(records) // 2]

@@ -822,30 +822,59 @@ def test_grpo_loss_gives_observation_tokens_zero_gradient(token_mean):
 
 
 def test_observation_tokens_get_zero_gradient_through_the_model(monkeypatch):
-    """Gradient of the GRPO loss w.r.t. the logits the model gives at positions that predict
-    context tokens is exactly zero: only guide and action predictions are trained."""
+    """Only guide and action predictions are trained: the training pass computes logits only
+    at the positions that predict a guide or an action in some row, and the gradient of the
+    GRPO loss w.r.t. them is exactly zero in the rows where that position predicts context
+    (a finished episode's padding)."""
     cfg = tiny_config()
     policy = tiny_policy()
-    batch = sg.rollout(policy, list(range(6)), True, cfg, torch.Generator().manual_seed(0))
+    batch = sg.rollout(policy, list(range(40)), True, cfg, torch.Generator().manual_seed(0))
+    assert (batch.steps != batch.steps.max()).any()  # some episodes end early: padded rows
     captured = {}
-    real_logits = sg.writable_logits
+    real_logits = sg.scored_logits
 
-    def keep_logits(*args, **kwargs):
-        output = real_logits(*args, **kwargs)
+    def keep_logits(policy, tokens, positions):
+        output = real_logits(policy, tokens, positions)
         output.retain_grad()
-        captured["logits"] = output
+        captured.update(logits=output, positions=positions)
         return output
 
-    monkeypatch.setattr(sg, "writable_logits", keep_logits)
+    monkeypatch.setattr(sg, "scored_logits", keep_logits)
     new = sg.token_logprobs(policy, batch.tokens, batch.slots)
-    advantages = torch.randn(6, 1).expand_as(new)
+    advantages = torch.randn(40, 1).expand_as(new)
     loss, _ = sg.grpo_loss(new, batch.logprobs, advantages, batch.slots, 0.2)
     loss.backward()
-    grad = captured["logits"].grad                      # (N, L, W); position p predicts p+1
-    predicts_context = torch.ones_like(batch.slots, dtype=torch.bool)
-    predicts_context[:, :-1] = batch.slots[:, 1:] == sg.SLOT_CONTEXT
+    positions, grad = captured["positions"], captured["logits"].grad  # grad (N, Q, W)
+    generated_anywhere = (batch.slots[:, 1:] != sg.SLOT_CONTEXT).any(0)  # position p predicts p+1
+    assert positions.tolist() == generated_anywhere.nonzero().squeeze(-1).tolist()
+    predicts_context = batch.slots[:, positions + 1] == sg.SLOT_CONTEXT  # (N, Q)
+    assert predicts_context.any()
     assert (grad[predicts_context] == 0).all()
     assert (grad[~predicts_context].abs().sum(-1) > 0).all()
+
+
+@pytest.mark.parametrize("n_layer", [1, 2])
+def test_scored_logits_equal_the_transformers_forward_pass(n_layer):
+    """The training passes' forward (last block at the scored positions only) is the same
+    function as GPT2LMHeadModel's, values and gradients."""
+    cfg = tiny_config(n_layer=n_layer)
+    torch.manual_seed(0)
+    policy = sg.make_policy(cfg)
+    batch = sg.rollout(policy, list(range(6)), True, cfg, torch.Generator().manual_seed(0))
+    positions = torch.tensor([0, 3, 4, 9, batch.tokens.shape[1] - 2])
+    weights = torch.randn(6, len(positions), len(sg.WRITABLE_IDS))
+    gradients = []
+    for logits in (lambda: sg.writable_logits(policy, batch.tokens)[:, positions],
+                   lambda: sg.scored_logits(policy, batch.tokens, positions)):
+        policy.zero_grad()
+        output = logits()
+        (output * weights).sum().backward()
+        gradients.append((output.detach(), [p.grad.clone() for p in policy.parameters()]))
+    (full, full_grads), (scored, scored_grads) = gradients
+    assert torch.allclose(full, scored, atol=1e-6)
+    for a, b in zip(full_grads, scored_grads):
+        assert torch.allclose(a, b, atol=1e-5)
+    assert any(g.abs().sum() > 0 for g in scored_grads)
 
 
 def test_first_minibatch_sees_ratio_one():
