@@ -14,11 +14,11 @@ the paper could not measure.
     python selfguide.py                       # the full method, prior included (~1 min on a CPU)
     python selfguide.py --variant grpo        # env reward only; also: sg (guide, lambda = 0)
     python selfguide.py --cue                 # a maze whose moves the agent can judge (hot/cold cue)
-    python selfguide.py --bench               # timings: cached rollout, one iteration, Stage 0
+    python selfguide.py --bench               # timings: rollout, training pass, iteration, Stage 0
     python selfguide.py --eval-only --init-from runs/sg_gr-seed0
     python selfguide.py --help                # every setting, with its default
 
-    python selfguide.py --compare --quick     # the paper's table on the toy, 2 seeds (~4 min)
+    python selfguide.py --compare --quick     # the paper's table on the toy, 2 seeds (~3 min)
     python selfguide.py --compare --controls --seeds 5 --workers 2 --size 12 \
         --min-distance 18 --max-steps 26 --cue  # the README's tables (see there)
     python selfguide.py --paper-faithful      # the paper as written: watch the guide collapse
@@ -155,8 +155,9 @@ class Config:
     out: str = setting("", "run folder (default runs/<variant>-seed<seed>)")
     init_from: str = setting("", "start from this saved policy instead of the prior")
     eval_only: bool = setting(False, "only evaluate --init-from (or the prior) and exit")
-    bench: bool = setting(False, "print timings (rollout cached vs recomputed, one GRPO "
-                                 "iteration, Stage 0) and exit")
+    bench: bool = setting(False, "print timings (rollout cached vs recomputed, training pass "
+                                 "at every vs the scored positions, one GRPO iteration, "
+                                 "Stage 0) and exit")
     # the paper's table on the toy
     compare: bool = setting(False, "train every row of the paper's table per seed; write "
                                    "compare.md / compare.json to --out (default runs/compare)")
@@ -1402,7 +1403,8 @@ def summary_table(rows) -> str:
 
 
 def run_bench(cfg: Config, device):
-    """Timings the README quotes: cached vs recomputed rollout, one GRPO iteration, Stage 0."""
+    """Timings the README quotes: cached vs recomputed rollout, a training pass at every vs the
+    scored positions, one GRPO iteration, Stage 0."""
     seed_everything(cfg.seed)
     policy = make_policy(cfg).to(device).eval()  # untrained: its episodes run to full length
     seeds = list(range(cfg.tasks_per_iter * cfg.group_size))

@@ -1214,7 +1214,10 @@ def test_compare_rows_add_labelled_controls_once():
     assert not any(n.startswith("control:") for n, _ in sg.compare_rows(sg.Config()))
 
 
-def test_bench_times_rollout_iteration_and_stage0(capsys):
+def test_bench_times_rollout_training_pass_iteration_and_stage0(capsys):
     sg.main(TINY_ARGS + ["--bench"])
     text = capsys.readouterr().out
-    assert "speed-up" in text and "one GRPO iteration" in text and "Stage 0:" in text
+    assert "cached" in text and "recomputed" in text
+    assert "every position" in text and "scored positions only" in text
+    assert text.count("speed-up") == 2
+    assert "one GRPO iteration" in text and "Stage 0:" in text
