@@ -1419,23 +1419,25 @@ def run_bench(cfg: Config, device):
     print(f"rollout of {len(seeds)} episodes x {batch.steps.float().mean():.1f} steps "
           f"({batch.tokens.shape[1]} tokens): cached {timings[True]:.2f} s, recomputed "
           f"{timings[False]:.2f} s, speed-up {timings[False] / timings[True]:.1f}x")
-    # a training pass: the transformers forward at every position vs the scored ones only
-    minibatch = batch.tokens[:len(seeds) // cfg.minibatches], batch.slots[:len(seeds) // cfg.minibatches]
-    targets = (minibatch[1] != SLOT_CONTEXT).any(0).nonzero().squeeze(-1)
-    passes = {"every position": lambda: writable_logits(policy, minibatch[0])[:, targets - 1],
-              "scored positions": lambda: scored_logits(policy, minibatch[0], targets - 1)}
+    # a training pass: transformers' forward at every position vs the scored positions only
+    size = len(seeds) // cfg.minibatches
+    tokens = batch.tokens[:size]
+    targets = (batch.slots[:size] != SLOT_CONTEXT).any(0).nonzero().squeeze(-1)
+    passes = {"every position": lambda: writable_logits(policy, tokens)[:, targets - 1],
+              "scored positions": lambda: scored_logits(policy, tokens, targets - 1)}
+    pass_seconds = {}
     for name, logits in passes.items():
         seconds = []
         for _ in range(6):  # the first is a warm-up
             start = time.perf_counter()
             logits().sum().backward()
             seconds.append(time.perf_counter() - start)
-        passes[name] = sorted(seconds[1:])[2]
+        pass_seconds[name] = sorted(seconds[1:])[2]  # median of 5
     policy.zero_grad(set_to_none=True)
-    print(f"training pass (forward + backward, {len(minibatch[0])} episodes): every position "
-          f"{passes['every position'] * 1000:.1f} ms, scored positions only "
-          f"{passes['scored positions'] * 1000:.1f} ms, speed-up "
-          f"{passes['every position'] / passes['scored positions']:.1f}x")
+    every, scored = pass_seconds["every position"], pass_seconds["scored positions"]
+    print(f"training pass (forward + backward, {size} episodes): every position "
+          f"{every * 1000:.1f} ms, scored positions only {scored * 1000:.1f} ms, "
+          f"speed-up {every / scored:.1f}x")
     state, reference = new_train_state(policy, cfg), copy.deepcopy(policy)
     records = [grpo_iteration(policy, reference, cfg, state, i) for i in range(1, 6)][1:]
     parts = {k: sorted(r[f"{k}_seconds"] for r in records)[len(records) // 2]
