@@ -59,6 +59,7 @@ import functools
 import hashlib
 import json
 import math
+import os
 import random
 import sys
 import time
@@ -67,6 +68,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+import transformers
 from tqdm.auto import tqdm
 from transformers.utils import logging as transformers_logging
 
@@ -246,15 +248,29 @@ def parse_config(argv=None) -> Config:
         parser.error(str(error))  # exits with a usage line, never a traceback
 
 
+def check_transformers(version: str):
+    """transformers before 5.24 names the KV cache past_key_values and silently ignores the
+    cache= keyword used here, so every rollout step would see only its new tokens (seen with
+    5.17: the guided prior succeeds on 0 of 500 mazes). Fail at once instead."""
+    major, minor = (int(part) for part in version.split(".")[:2])
+    if (major, minor) < (5, 24):
+        raise SystemExit(f"error: selfguide.py needs transformers>=5.24 (found {version}); "
+                         f"pip install -r requirements.txt")
+
+
 def pick_device(name: str) -> torch.device:
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit(f"error: --device {name} asked for, but torch sees no CUDA device")
     try:
-        return torch.device(name)
+        device = torch.device(name)
     except RuntimeError:
         raise SystemExit(f"error: unknown --device {name!r}; use auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda":  # same seed, same GPU, same numbers: no atomics in the backward
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before cuBLAS starts
+        torch.use_deterministic_algorithms(True)
+    return device
 
 
 def seed_everything(seed: int):
@@ -1505,6 +1521,7 @@ def timing_line(timings: dict, records: list) -> str:
 
 def main(argv=None):
     cfg = parse_config(argv)
+    check_transformers(transformers.__version__)
     device = pick_device(cfg.device)
     check_paths(cfg)
     if cfg.threads:

@@ -1166,6 +1166,19 @@ def test_unavailable_device_is_a_clear_error():
 
 # --- selfguide: errors before any work ---
 
+def test_transformers_too_old_to_take_cache_fails_before_any_work(monkeypatch, tmp_path):
+    """Before 5.24 transformers silently ignores cache= (the rollout would lose its context)."""
+    for fine in ["5.24.0", "5.30.1", "6.0.0.dev0"]:
+        sg.check_transformers(fine)
+    with pytest.raises(SystemExit, match=r"needs transformers>=5.24 \(found 5.17.0\)"):
+        sg.check_transformers("5.17.0")
+    monkeypatch.setattr(sg.transformers, "__version__", "5.23.0")
+    cache = tmp_path / "priors"
+    with pytest.raises(SystemExit, match="found 5.23.0"):
+        sg.main(TINY_ARGS + ["--prior-cache", str(cache), "--out", str(tmp_path / "run")])
+    assert not cache.exists()
+
+
 def test_missing_init_from_fails_before_any_work(tmp_path):
     """No prior is cloned (the cache stays empty) and the error names the folder."""
     import time
