@@ -386,6 +386,12 @@ def scored_logits(policy, tokens, positions) -> torch.Tensor:
     return gpt.ln_f(hidden) @ policy.lm_head.weight[WRITABLE_IDS].T         # (N, Q, W)
 
 
+def scored_columns(slots) -> torch.Tensor:
+    """(Q,) the columns of a batch's token stream where any row holds a guide or an action:
+    the tokens a training pass scores (column 0, <bos>, never is)."""
+    return (slots != SLOT_CONTEXT).any(0).nonzero().squeeze(-1)
+
+
 def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
                    guide_temperature: float | None = None) -> torch.Tensor:
     """log pi(token) for every generated token, under the same constrained, tempered
@@ -393,8 +399,7 @@ def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
     context positions.
 
     tokens, slots: (N, L). Returns (N, L), aligned with tokens."""
-    # position p predicts token p + 1; score the columns where any row holds a guide or action
-    targets = (slots != SLOT_CONTEXT).any(0).nonzero().squeeze(-1)          # (Q,), all >= 1
+    targets = scored_columns(slots)                    # (Q,), all >= 1; position p predicts p+1
     logits = scored_logits(policy, tokens, targets - 1)                     # (N, Q, W)
     target_slots = slots[:, targets]                                         # (N, Q)
     allowed = slot_vocab_mask(tokens.device)[target_slots]                   # (N, Q, W)
@@ -1438,7 +1443,7 @@ def run_bench(cfg: Config, device):
     # a training pass: transformers' forward at every position vs the scored positions only
     size = len(seeds) // cfg.minibatches
     tokens = batch.tokens[:size]
-    targets = (batch.slots[:size] != SLOT_CONTEXT).any(0).nonzero().squeeze(-1)
+    targets = scored_columns(batch.slots[:size])
     passes = {"every position": lambda: writable_logits(policy, tokens)[:, targets - 1],
               "scored positions": lambda: scored_logits(policy, tokens, targets - 1)}
     pass_seconds = {}
