@@ -61,6 +61,8 @@ import json
 import math
 import os
 import random
+import shutil
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -157,6 +159,9 @@ class Config:
     out: str = setting("", "run folder (default runs/<variant>-seed<seed>)")
     init_from: str = setting("", "start from this saved policy instead of the prior")
     eval_only: bool = setting(False, "only evaluate --init-from (or the prior) and exit")
+    show: int = setting(0, "print this many held-out episodes step by step (the maze, each "
+                           "guide against the truth, each move): of the trained policy after "
+                           "a run, or with --eval-only of --init-from (or the prior)")
     bench: bool = setting(False, "print timings (rollout cached vs recomputed, training pass "
                                  "at every vs the scored positions, one GRPO iteration, "
                                  "Stage 0) and exit")
@@ -166,9 +171,11 @@ class Config:
     seeds: int = setting(3, "--compare: seeds (each with its own prior), from --seed on")
     rows: str = setting("paper", "--compare: paper (every row of ROWS), core (GRPO, GRPO w/ SG, "
                                  "GRPO w/ SG & GR), oracle (GRPO with and without the oracle "
-                                 "reward, by credit: where can a dense reward pay?) or slot "
-                                 "(what the guide slot costs GRPO, and why)",
-                        ["paper", "core", "oracle", "slot"])
+                                 "reward, by credit: where can a dense reward pay?), slot "
+                                 "(what the guide slot costs GRPO, and why) or sampling (the "
+                                 "core rows with guides sampled at temperature 1 and 0.1 in "
+                                 "training)",
+                        ["paper", "core", "oracle", "slot", "sampling"])
     controls: bool = setting(False, "--compare: add the control rows (oracle and random reward)")
     guards: bool = setting(False, "--compare: add the guard ablation rows")
     workers: int = setting(1, "--compare: seeds trained in parallel processes (1 thread each)")
@@ -185,6 +192,9 @@ class Config:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.show < 0 or (self.show and self.compare):
+            raise ValueError("--show takes a count of episodes (0 or more) and goes with a "
+                             "training run or --eval-only, not --compare")
         if self.n_embd % self.n_head:
             raise ValueError(f"--n-embd ({self.n_embd}) must be divisible by --n-head ({self.n_head})")
         if not 0.0 <= self.enter_at <= 1.0:
@@ -490,10 +500,18 @@ def prior_key(cfg: Config) -> str:
 
 def load_or_train_prior(cfg: Config, device, timings: dict | None = None):
     """The Stage 0 prior for these settings, from the cache if it is there. If it is cloned
-    now, its seconds (demonstrations, cloning) are added to `timings`."""
+    now, its seconds (demonstrations, cloning) are added to `timings`. A cache entry that
+    cannot be loaded (a file cut short by a full disk, say) is named in one line and cloned
+    again."""
     folder = Path(cfg.prior_cache) / f"prior-{prior_key(cfg)}"
-    if (folder / "model.safetensors").exists():
-        return load_policy(folder, cfg, device)
+    if folder.exists():
+        try:
+            return load_policy(folder, cfg, device)
+        except (Exception, SystemExit) as error:  # SystemExit: check_saved_policy's verdict
+            reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            tqdm.write(f"warning: the cached prior {folder} cannot be loaded ({reason}); "
+                       f"cloning it again", file=sys.stderr)
+            shutil.rmtree(folder, ignore_errors=True)
     torch.manual_seed(cfg.seed)
     policy = make_policy(cfg).to(device)
     start = time.perf_counter()
@@ -506,15 +524,78 @@ def load_or_train_prior(cfg: Config, device, timings: dict | None = None):
                f"{seconds['cloning']:.0f} s, final loss {losses[-1]:.3f} -> {folder}")
     if timings is not None:
         timings.update(seconds)
-    save_policy(policy, folder)
+    if not publish_policy(policy, folder):  # another process cloned the same prior first:
+        return load_policy(folder, cfg, device)  # use its copy, so every run shares one prior
     return policy.eval()
 
 
-def save_policy(policy, folder: Path):
+# Files are never half-written: each is written under a temporary name beside its target and
+# renamed onto it (a rename within a folder is atomic), so a run killed while saving, or a
+# full disk, leaves the old file or the new one. Leftovers of killed writers are hidden
+# (".<name>.partial-<pid>") and removed once they are stale.
+STALE_SECONDS = 600
+
+
+def partial_path(path) -> Path:
+    """The temporary name beside `path` that this process writes to, after removing the
+    leftovers that killed writers of `path` left behind."""
+    path = Path(path)
+    for leftover in path.parent.glob(f".{path.name}.partial-*"):
+        try:
+            if time.time() - leftover.stat().st_mtime > STALE_SECONDS:
+                shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
+        except OSError:  # another process removed it first
+            pass
+    return path.with_name(f".{path.name}.partial-{os.getpid()}")
+
+
+def write_atomic(path, text: str):
+    """Write a text file that no reader ever sees half-written."""
+    path = Path(path)
+    temporary = partial_path(path)
+    try:
+        temporary.write_text(text)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def save_pretrained_to(policy, folder: Path):
     """Model and tokenizer in the ordinary transformers format (AutoModelForCausalLM loads it)."""
-    folder.mkdir(parents=True, exist_ok=True)
     policy.save_pretrained(folder)
     build_tokenizer().save_pretrained(folder)
+
+
+def save_policy(policy, folder):
+    """Save into a run folder: the files are written beside it, then renamed in one by one,
+    the weights last, so a kill at any moment leaves every file whole."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    temporary = partial_path(folder)
+    try:
+        save_pretrained_to(policy, temporary)
+        for file in sorted(temporary.iterdir(), key=lambda f: f.name == "model.safetensors"):
+            os.replace(file, folder / file.name)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
+def publish_policy(policy, folder) -> bool:
+    """Save a new cache entry whole or not at all: written beside `folder`, then renamed into
+    place. False if another process published the same entry first (a rename onto a folder
+    that holds files fails); ours is then dropped."""
+    folder = Path(folder)
+    temporary = partial_path(folder)
+    try:
+        save_pretrained_to(policy, temporary)
+        os.rename(temporary, folder)
+        return True
+    except OSError:
+        if folder.exists() and temporary.exists():
+            return False
+        raise
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
 
 
 def check_saved_policy(folder, cfg: Config):
@@ -917,6 +998,57 @@ def concat_rollouts(parts) -> Rollouts:
     return Rollouts(**merged)
 
 
+MOVE_TRUTH = {"positive": "closer", "neutral": "bumped", "negative": "farther"}  # by true polarity
+
+
+def show_episodes(policy, cfg: Config, count: int, guided: bool) -> str:
+    """The first `count` held-out episodes (greedy, as evaluated), step by step in plain text
+    that fits 80 columns: per step what the agent saw, the guide it wrote, what the move that
+    guide judges truly did and whether the guide was right, and the move it made; then the
+    maze with the path walked, and the outcome."""
+    seeds = [EVAL_SEED_BASE + i for i in range(count)]
+    batch = rollout(policy, seeds, guided, cfg, greedy=True)
+    return "\n\n".join(episode_text(batch, i, seed, cfg) for i, seed in enumerate(seeds))
+
+
+def episode_text(batch: Rollouts, i: int, seed: int, cfg: Config) -> str:
+    """Episode i of `batch`, replayed in its maze (task `seed`) to draw the path."""
+    env = make_env(cfg)
+    observation, info = env.reset(seed=seed)
+    start, start_map = info["position"], env.render().splitlines()
+    moves = [WORDS[token] for token, slot in zip(batch.tokens[i].tolist(), batch.slots[i].tolist())
+             if slot == SLOT_ACTION]
+    seen, path, right, judged = [], [start], 0, 0
+    for t, move in enumerate(moves):
+        guide, truth = batch.guides[i, t].item(), batch.truths[i, t].item()
+        if truth < 0:
+            verdict = "(no move yet)"
+        else:
+            verdict = MOVE_TRUTH[GUIDES[truth]]
+            if guide >= 0:
+                right, judged = right + (guide == truth), judged + 1
+                verdict += ": right" if guide == truth else ": WRONG"
+        seen.append((t + 1, observation, GUIDES[guide] if guide >= 0 else "-", verdict, move))
+        observation, _, _, _, info = env.step(move)
+        path.append(info["position"])
+    width = max(len(o) for _, o, *_ in seen)
+    lines = [f"held-out maze {seed - EVAL_SEED_BASE} (task {seed}): the shortest path is "
+             f"{info['optimal_steps']} moves",
+             f"  t  {'observation':<{width}}  guide     last move        action"]
+    lines += [f"{t:>3}  {o:<{width}}  {g:<8}  {v:<15}  {m}" for t, o, g, v, m in seen]
+    walked = [list(row) for row in env.render().splitlines()]
+    for r, c in path:
+        if (r, c) != path[-1]:  # the agent's cell keeps its A
+            walked[r][c] = "S" if (r, c) == start else "*"
+    lines += ["", f"  {'start':<{cfg.size + 4}}after {len(moves)} moves (S start, * path, A agent)"]
+    lines += [f"  {a:<{cfg.size + 4}}{''.join(b)}" for a, b in zip(start_map, walked)]
+    outcome = (f"reached the goal in {len(moves)} moves (shortest {info['optimal_steps']})"
+               if info["success"] else
+               f"did not reach the goal in {len(moves)} moves; it ended {info['distance']} moves away")
+    guide_line = [f"its guide was right about {right} of the {judged} moves it judged"] if judged else []
+    return "\n".join(lines + ["", outcome] + guide_line)
+
+
 # --- Training: the GRPO loop with Self-Guide ---
 
 TRAIN_SEED_RANGE = PRIOR_SEED_BASE  # training tasks are drawn from [0, 10^8)
@@ -1088,6 +1220,11 @@ SLOT_ROWS = [  # --rows slot: why does the guide slot cost GRPO? (lambda = 0 in 
     ("  guides sampled at temperature 0.5", {"variant": "sg", "guide_temperature": 0.5}),
     ("  no guide KL", {"variant": "sg", "kl_guide": 0.0}),
 ]
+SAMPLING_ROWS = [  # --rows sampling: does the guide's sampling noise in training cost the slot?
+    *ROWS[:3],
+    ("GRPO w/ SG, guides at temperature 0.1", {"variant": "sg", "guide_temperature": 0.1}),
+    ("GRPO w/ SG & GR, guides at temperature 0.1", {"variant": "sg_gr", "guide_temperature": 0.1}),
+]
 GUARD_ROWS = [  # --guards: which guard the full method needs, starting from the paper as written
     ("GRPO w/ SG & GR, paper-faithful", {"variant": "sg_gr", **PAPER_FAITHFUL}),
     ("  + guide KL only", {"variant": "sg_gr", **PAPER_FAITHFUL, "kl_guide": 0.1}),
@@ -1104,7 +1241,8 @@ GUARD_ROWS = [  # --guards: which guard the full method needs, starting from the
 
 def compare_rows(cfg: Config) -> list:
     """The rows --compare trains, in table order, each once."""
-    rows = {"paper": ROWS, "core": ROWS[:3], "oracle": ORACLE_ROWS, "slot": SLOT_ROWS}[cfg.rows] \
+    rows = {"paper": ROWS, "core": ROWS[:3], "oracle": ORACLE_ROWS, "slot": SLOT_ROWS,
+            "sampling": SAMPLING_ROWS}[cfg.rows] \
         + (CONTROL_ROWS if cfg.controls else []) + (GUARD_ROWS if cfg.guards else [])
     return list(dict(rows).items())
 
@@ -1175,17 +1313,25 @@ def train_rows(prior, configs: dict) -> dict:
     return results
 
 
-def compare_prior(cfg: Config) -> dict:
-    """--compare, one seed, first step: its own prior (cloned once and cached) and the two
+def unit_path(cfg: Config, rows=None) -> Path:
+    """Where a --compare work unit saves its rows the moment it finishes: one seed's prompting
+    rows (rows None), or one seed's rows that share a trunk (named after the first)."""
+    name = "prompting" if rows is None else slug(rows[0][0])
+    return Path(cfg.out) / "units" / f"seed{cfg.seed}-{name}.json"
+
+
+def compare_prior(cfg: Config):
+    """--compare, one seed, first unit: its own prior (cloned once and cached) and the two
     prompting rows, which are that prior evaluated without and with the guide slot."""
     torch.set_num_threads(1)  # same numbers whatever --workers is; tiny models gain little from more
     seed_everything(cfg.seed)
     prior = load_or_train_prior(cfg, pick_device(cfg.device))
-    return {"ReAct": {"final": evaluate(prior, cfg, guided=False), "history": []},
-            "ReAct w/ SG": {"final": evaluate(prior, cfg, guided=True), "history": []}}
+    results = {"ReAct": {"final": evaluate(prior, cfg, guided=False), "history": []},
+               "ReAct w/ SG": {"final": evaluate(prior, cfg, guided=True), "history": []}}
+    write_atomic(unit_path(cfg), json.dumps(results))
 
 
-def compare_trunk(cfg: Config, rows) -> dict:
+def compare_trunk(cfg: Config, rows):
     """--compare, one seed, one work unit: the rows that share a lambda = 0 trunk, trained from
     the seed's cached prior. Their logs go to the run folder as seed<k>-<row>.jsonl."""
     torch.set_num_threads(1)
@@ -1197,9 +1343,9 @@ def compare_trunk(cfg: Config, rows) -> dict:
         results[row] = {"final": final_metrics(records, cfg.final_evals),
                         "history": [(r["iteration"], r["eval"]) for r in records if "eval" in r],
                         "trust": [r["trust"] for r in records]}
-        with open(Path(cfg.out) / f"seed{cfg.seed}-{slug(row)}.jsonl", "w") as handle:
-            handle.writelines(json.dumps(r) + "\n" for r in records)
-    return results
+        write_atomic(Path(cfg.out) / f"seed{cfg.seed}-{slug(row)}.jsonl",
+                     "".join(json.dumps(r) + "\n" for r in records))
+    write_atomic(unit_path(cfg, rows), json.dumps(results))  # last: the unit is done
 
 
 def slug(row: str) -> str:
@@ -1300,14 +1446,35 @@ def pearson(xs, ys) -> float | None:
     return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else None
 
 
-def run_compare(cfg: Config):
-    """Every row of the table for --seeds seeds. Work is split into one unit per seed and
-    trunk (the rows sharing a lambda = 0 prefix), spread over --workers processes."""
-    rows = compare_rows(cfg)
-    out = Path(cfg.out or "runs/compare")
-    out.mkdir(parents=True, exist_ok=True)
-    configs = [dataclasses.replace(cfg, seed=cfg.seed + k, out=str(out)) for k in range(cfg.seeds)]
-    groups = {}  # rows that share a trunk up to the same branch point share a unit
+RESULT_FREE_SETTINGS = ("workers", "threads", "plot", "quick", "out")  # numbers never depend on these
+
+
+def claim_compare_folder(out: Path, cfg: Config):
+    """A --compare folder belongs to the command that started it: the same command resumes
+    it, a different one is refused in one line rather than mixed in."""
+    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in RESULT_FREE_SETTINGS}
+    path = out / "compare-settings.json"
+    if not path.exists():
+        out.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(settings, indent=1, sort_keys=True))
+        return
+    try:
+        saved = json.loads(path.read_text())
+    except ValueError:
+        raise SystemExit(f"error: {path} is not readable; remove {out} to start over") from None
+    changed = [f"--{k.replace('_', '-')} {saved.get(k)} there, {settings.get(k)} now"
+               for k in sorted(set(saved) | set(settings)) if saved.get(k) != settings.get(k)]
+    if changed:
+        raise SystemExit(f"error: {out} holds a comparison made with other settings "
+                         f"({'; '.join(changed)}); give another --out, or remove {out} to "
+                         f"start over")
+
+
+def compare_units(cfg: Config, rows, configs) -> list:
+    """[(seed's config, rows)]: one work unit per seed and trunk (the rows that share a
+    lambda = 0 prefix up to the same branch point), the biggest first so that the workers
+    finish together."""
+    groups = {}
     for index, (row, overrides) in enumerate(rows):
         row_cfg = dataclasses.replace(cfg, **overrides)
         branch = first_trusted_iteration(row_cfg) - 1
@@ -1316,21 +1483,49 @@ def run_compare(cfg: Config):
         groups.setdefault(key, []).append((row, overrides))
     work = {key: len(group) * cfg.iterations - key[1] * (len(group) - 1)  # iterations to train
             for key, group in groups.items()}
-    units = [(c, groups[key]) for key in sorted(groups, key=work.get, reverse=True)
-             for c in configs]  # the biggest units first, so the workers finish together
+    return [(c, groups[key]) for key in sorted(groups, key=work.get, reverse=True) for c in configs]
+
+
+def run_compare(cfg: Config):
+    """Every row of the table for --seeds seeds, spread over --workers processes. Each work
+    unit is saved under --out as it finishes, so an interrupted comparison (Ctrl-C, SIGTERM,
+    a reboot) resumes where it stopped when the same command is run again."""
+    rows = compare_rows(cfg)
+    out = Path(cfg.out or "runs/compare")
+    claim_compare_folder(out, cfg)
+    (out / "units").mkdir(exist_ok=True)
+    configs = [dataclasses.replace(cfg, seed=cfg.seed + k, out=str(out)) for k in range(cfg.seeds)]
+    units = compare_units(cfg, rows, configs)
+    prompting = [c for c in configs if not unit_path(c).exists()]
+    trunks = [(c, group) for c, group in units if not unit_path(c, group).exists()]
+    total, done = len(configs) + len(units), len(configs) + len(units) - len(prompting) - len(trunks)
+    if done:
+        print(f"resuming {out}: {done} of {total} work units (seed x trunk) are saved there and "
+              f"skipped; training the other {total - done}")
     start = time.perf_counter()
-    if cfg.workers > 1:
-        import multiprocessing
-        spawn = multiprocessing.get_context("spawn")
-        # one tqdm lock for all workers: each making its own leaves semaphores behind at exit
-        with spawn.Pool(cfg.workers, initializer=tqdm.set_lock, initargs=(spawn.RLock(),)) as pool:
-            per_seed = pool.map(compare_prior, configs)
-            parts = pool.starmap(compare_trunk, units)
-    else:
-        per_seed = [compare_prior(c) for c in configs]
-        parts = [compare_trunk(c, group) for c, group in units]
-    for (c, _), part in zip(units, parts):
-        per_seed[configs.index(c)].update(part)
+    try:
+        if cfg.workers > 1 and len(prompting) + len(trunks) > 1:
+            import multiprocessing
+            spawn = multiprocessing.get_context("spawn")
+            # one tqdm lock for all workers: each making its own leaves semaphores behind at exit
+            with spawn.Pool(cfg.workers, initializer=tqdm.set_lock,
+                            initargs=(spawn.RLock(),)) as pool:
+                pool.map(compare_prior, prompting)
+                pool.starmap(compare_trunk, trunks)
+        else:
+            for c in prompting:
+                compare_prior(c)
+            for c, group in trunks:
+                compare_trunk(c, group)
+    except KeyboardInterrupt:
+        saved = sum(unit_path(c).exists() for c in configs) + \
+            sum(unit_path(c, group).exists() for c, group in units)
+        print(f"\nstopped by Ctrl-C or SIGTERM: {saved} of {total} work units are saved in "
+              f"{out}; run the same command again to train the rest")
+        return None
+    per_seed = [json.loads(unit_path(c).read_text()) for c in configs]
+    for c, group in units:
+        per_seed[configs.index(c)].update(json.loads(unit_path(c, group).read_text()))
     per_seed = [{row: seed[row] for row in ["ReAct", "ReAct w/ SG"] + [r for r, _ in rows]}
                 for seed in per_seed]  # table order
     minutes = (time.perf_counter() - start) / 60
@@ -1339,26 +1534,33 @@ def run_compare(cfg: Config):
     header = (f"Held-out greedy success on {cfg.eval_tasks} tasks, each run's final score the "
               f"mean of its last {cfg.final_evals} evaluations (every {cfg.eval_every} "
               f"iterations); mean ± std over seeds {seeds_text}; paired differences (same seed, "
-              f"same prior) with 95% t-intervals over the seeds; {minutes:.1f} min.\n"
+              f"same prior) with 95% t-intervals over the seeds; {minutes:.1f} min"
+              f"{f' (and earlier runs for {done} units)' if done else ''}.\n"
               f"Command: python selfguide.py " + " ".join(sys.argv[1:]))
-    (out / "compare.md").write_text(header + "\n\n" + table + "\n")
-    (out / "compare.json").write_text(json.dumps(
+    write_atomic(out / "compare.md", header + "\n\n" + table + "\n")
+    write_atomic(out / "compare.json", json.dumps(
         {"config": dataclasses.asdict(cfg), "seeds": [c.seed for c in configs],
          "minutes": minutes, "per_seed": per_seed}, indent=1))
     print(f"\n{header}\n\n{table}\n\nwritten to {out}/compare.md and compare.json")
     return per_seed
 
 
-def plot_compare(folder: Path, figure_path: Path):
-    """Top: each row's held-out success minus GRPO's on the same seed (paired: the priors'
-    spread cancels), mean +- std over seeds, with lambda(u) shaded behind. Bottom: the
-    guide's balanced accuracy (solid) and share of "positive" (dotted)."""
+def pyplot():
+    """matplotlib's pyplot, drawing to files only; matplotlib is optional (--plot alone needs it)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         raise SystemExit("error: --plot needs matplotlib: pip install matplotlib") from None
+    return plt
+
+
+def plot_compare(folder: Path, figure_path: Path):
+    """Top: each row's held-out success minus GRPO's on the same seed (paired: the priors'
+    spread cancels), mean +- std over seeds, with lambda(u) shaded behind. Bottom: the
+    guide's balanced accuracy (solid) and share of "positive" (dotted)."""
+    plt = pyplot()
     results = json.loads((folder / "compare.json").read_text())
     per_seed, cfg = results["per_seed"], results["config"]
 
@@ -1407,6 +1609,66 @@ def plot_compare(folder: Path, figure_path: Path):
     figure_path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(figure_path, dpi=110)
     print(f"figure written to {figure_path}")
+
+
+def read_log(path: Path) -> list:
+    """A run's log.jsonl; a last line cut short (the run was killed mid-write) is left out."""
+    records = []
+    for number_, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            tqdm.write(f"warning: {path} line {number_} is cut short or damaged; left out",
+                       file=sys.stderr)
+    return records
+
+
+def plot_run(folder: Path) -> Path:
+    """One run's curves from its log.jsonl, into <folder>/curves.png. Top: held-out (greedy)
+    success and the training rollouts' (sampled) success, with lambda(u) shaded behind.
+    Bottom: the guide's shares and balanced accuracy, held-out and in training."""
+    plt = pyplot()
+    records = read_log(folder / "log.jsonl")
+    if not records:
+        raise SystemExit(f"error: {folder}/log.jsonl holds no iteration yet; nothing to plot")
+    evals = [(r["iteration"], r["eval"]) for r in records if "eval" in r]
+    iterations = [r["iteration"] for r in records]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 6.5), sharex=True)
+    for axis in (top, bottom):
+        shade = axis.twinx()
+        shade.fill_between(iterations, [r["trust"] for r in records], color="0.9", step="mid")
+        shade.set_ylim(0, 1.05)
+        shade.set_ylabel("trust lambda(u)", color="0.5")
+        axis.set_zorder(shade.get_zorder() + 1)
+        axis.patch.set_visible(False)
+    top.plot(iterations, [r["success"] for r in records], color="tab:blue", alpha=0.35,
+             linewidth=0.8, label="training rollouts (sampled)")
+    top.plot([i for i, _ in evals], [m["success"] for _, m in evals], color="tab:blue",
+             marker="o", markersize=3, label="held-out (greedy)")
+    top.set_ylabel("success")
+    top.legend(loc="lower right", fontsize=7)
+    if "share_positive" in records[0]:
+        for key, color in [("share_positive", "tab:green"), ("share_neutral", "tab:gray"),
+                           ("share_negative", "tab:red"), ("guide_balanced_accuracy", "k")]:
+            label = key.replace("share_", "share ").replace("guide_balanced_accuracy",
+                                                             "balanced accuracy")
+            bottom.plot(iterations, [r[key] for r in records], color=color, alpha=0.35,
+                        linewidth=0.8)
+            bottom.plot([i for i, _ in evals], [m[key] for _, m in evals], color=color,
+                        marker="o", markersize=3, label=label)
+        bottom.axhline(1 / 3, color="0.6", linewidth=0.8)
+        bottom.legend(loc="lower right", fontsize=7, ncol=2)
+    else:
+        bottom.text(0.5, 0.5, "no guide slot (--variant grpo)", ha="center",
+                    transform=bottom.transAxes)
+    bottom.set_ylabel("guide: shares and balanced accuracy\n(dots held-out, lines training)")
+    bottom.set_xlabel("GRPO iteration")
+    top.set_title(f"{folder}: {len(records)} iterations", fontsize=9)
+    fig.tight_layout()
+    figure = folder / "curves.png"
+    fig.savefig(figure, dpi=110)
+    print(f"figure written to {figure}")
+    return figure
 
 
 # --- main: the prior, the chosen variant, the summary table ---
@@ -1497,9 +1759,10 @@ def check_paths(cfg: Config):
     if cfg.bench:
         return
     if cfg.plot and not cfg.compare:
-        if not (Path(cfg.out or "runs/compare") / "compare.json").exists():
-            raise SystemExit(f"error: no compare.json in {cfg.out or 'runs/compare'!r} to plot; "
-                             f"run --compare first (or give its --out)")
+        folder = cfg.out or "runs/compare"
+        if not any((Path(folder) / name).exists() for name in ("compare.json", "log.jsonl")):
+            raise SystemExit(f"error: no compare.json or log.jsonl in {folder!r} to plot; "
+                             f"run --compare or a training run first (or give its --out)")
         return
     if cfg.init_from:
         check_saved_policy(cfg.init_from, cfg)
@@ -1524,29 +1787,22 @@ def timing_line(timings: dict, records: list) -> str:
             f"updates {total['update']:.0f}); held-out evaluations {total['eval']:.0f} s")
 
 
-def main(argv=None):
-    cfg = parse_config(argv)
-    check_transformers(transformers.__version__)
-    device = pick_device(cfg.device)
-    check_paths(cfg)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    if cfg.bench:
-        return run_bench(cfg, device)
-    if cfg.compare or cfg.plot:  # --plot alone redraws the figure of the last --compare
-        per_seed = run_compare(cfg) if cfg.compare else None
-        if cfg.plot:
-            plot_compare(Path(cfg.out or "runs/compare"), Path("assets/compare.png"))
-        return per_seed
-    seed_everything(cfg.seed)
-    if cfg.eval_only:
-        policy = load_policy(cfg.init_from, cfg, device) if cfg.init_from \
-            else load_or_train_prior(cfg, device)
-        rows = [(f"{slot} guide slot, {how}", evaluate(policy, cfg, guided, greedy, passes))
-                for how, greedy, passes in [("greedy", True, 1), ("sampled x3", False, 3)]
-                for slot, guided in [("without", False), ("with", True)]]
-        print(summary_table(rows))
-        return rows
+def run_eval_only(cfg: Config, device):
+    """--eval-only: --init-from (or the prior) on the held-out tasks, greedy and sampled, with
+    and without the guide slot; --show first prints some of its episodes."""
+    policy = load_policy(cfg.init_from, cfg, device) if cfg.init_from \
+        else load_or_train_prior(cfg, device)
+    if cfg.show:
+        print(show_episodes(policy, cfg, cfg.show, cfg.guided) + "\n")
+    rows = [(f"{slot} guide slot, {how}", evaluate(policy, cfg, guided, greedy, passes))
+            for how, greedy, passes in [("greedy", True, 1), ("sampled x3", False, 3)]
+            for slot, guided in [("without", False), ("with", True)]]
+    print(summary_table(rows))
+    return rows
+
+
+def run_training(cfg: Config, device):
+    """The prior, the chosen variant trained from it, and the summary table."""
     timings = {}
     prior = load_or_train_prior(cfg, device, timings)
     policy = load_policy(cfg.init_from, cfg, device) if cfg.init_from else copy.deepcopy(prior)
@@ -1557,23 +1813,59 @@ def main(argv=None):
     for name, metrics in before:
         tqdm.write(f"{name}: {format_metrics(metrics)}")
     out = Path(cfg.out or f"runs/{cfg.variant}-seed{cfg.seed}")
-    (out / "selfguide_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
-    with open(out / "log.jsonl", "w") as log_file:
+    write_atomic(out / "selfguide_config.json", json.dumps(dataclasses.asdict(cfg), indent=2))
+    with open(out / "log.jsonl", "w") as log_file:  # a line per iteration, flushed as it comes
         try:
             state = train(policy, prior.eval(), cfg, log_file)
         except KeyboardInterrupt:
             save_policy(policy, out)
-            print(f"\nstopped by Ctrl-C; the policy trained so far is saved in {out}")
+            print(f"\nstopped by Ctrl-C or SIGTERM; the policy trained so far is saved in {out}")
             return None
     save_policy(policy, out)
     rows = before + [(f"trained ({cfg.variant}), final policy", state.records[-1]["eval"]),
                      (f"trained ({cfg.variant}), mean of the last {cfg.final_evals} evaluations",
                       final_metrics(state.records, cfg.final_evals))]
     table = summary_table(rows)
-    (out / "summary.md").write_text(table + "\n")
+    write_atomic(out / "summary.md", table + "\n")
     print(f"\n{table}\n\ngreedy, {cfg.eval_tasks} held-out tasks; policy, config and "
           f"log.jsonl in {out}\n{timing_line(timings, state.records)}")
+    if cfg.show:
+        print("\n" + show_episodes(policy, cfg, cfg.show, cfg.guided))
     return rows
+
+
+def stop_like_ctrl_c(signum, frame):
+    """SIGTERM (a killed job, a shutdown) stops a run the way Ctrl-C does: what is trained is
+    saved, then the run exits."""
+    raise KeyboardInterrupt
+
+
+def main(argv=None):
+    cfg = parse_config(argv)
+    check_transformers(transformers.__version__)
+    device = pick_device(cfg.device)
+    check_paths(cfg)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    previous_handler = signal.signal(signal.SIGTERM, stop_like_ctrl_c)
+    try:
+        if cfg.bench:
+            return run_bench(cfg, device)
+        if cfg.compare or cfg.plot:  # --plot alone draws the figure of --out's run or comparison
+            per_seed = run_compare(cfg) if cfg.compare else None
+            folder = Path(cfg.out or "runs/compare")
+            if cfg.plot and (folder / "compare.json").exists() and (per_seed or not cfg.compare):
+                plot_compare(folder, Path("assets/compare.png"))
+            elif cfg.plot and not cfg.compare:
+                plot_run(folder)
+            return per_seed
+        seed_everything(cfg.seed)
+        return run_eval_only(cfg, device) if cfg.eval_only else run_training(cfg, device)
+    except KeyboardInterrupt:  # before any training (Stage 0, an evaluation): nothing to save
+        print("\nstopped by Ctrl-C or SIGTERM before anything was trained; nothing to save")
+        return None
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
 
 
 if __name__ == "__main__":

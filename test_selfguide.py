@@ -429,6 +429,104 @@ def test_prior_is_cached_by_its_settings(tmp_path):
     assert sg.prior_key(cfg) != sg.prior_key(tiny_config(prior_cache=str(tmp_path), seed=1))
 
 
+def same_weights(a, b) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
+
+
+def test_a_truncated_prior_cache_is_named_in_one_line_and_cloned_again(tmp_path, capsys):
+    cfg = tiny_config(prior_cache=str(tmp_path), prior_episodes=8)
+    first = sg.load_or_train_prior(cfg, "cpu")
+    folder = tmp_path / f"prior-{sg.prior_key(cfg)}"
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:weights.stat().st_size // 2])  # a disk that filled up
+    capsys.readouterr()
+    again = sg.load_or_train_prior(cfg, "cpu")
+    err = capsys.readouterr().err
+    warning = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and str(folder) in warning[0] and "cloning it again" in warning[0]
+    assert "Traceback" not in err
+    assert same_weights(first, again)  # the same settings clone the same prior
+    assert same_weights(first, sg.load_policy(folder, cfg, "cpu"))  # and the cache is whole again
+    (folder / "config.json").unlink()  # a folder that lost a file is named too
+    sg.load_or_train_prior(cfg, "cpu")
+    assert "holds no saved policy" in capsys.readouterr().err
+
+
+def test_a_kill_between_writing_and_renaming_leaves_no_half_written_prior(tmp_path, monkeypatch):
+    cfg = tiny_config(prior_cache=str(tmp_path), prior_episodes=8)
+    folder = tmp_path / f"prior-{sg.prior_key(cfg)}"
+
+    def killed(*args):
+        raise KeyboardInterrupt  # the moment between writing the files and renaming them
+
+    monkeypatch.setattr(sg.os, "rename", killed)
+    with pytest.raises(KeyboardInterrupt):
+        sg.load_or_train_prior(cfg, "cpu")
+    assert not folder.exists() and list(tmp_path.iterdir()) == []  # nothing that looks complete
+    monkeypatch.undo()
+    # a writer killed outright (SIGKILL) leaves its hidden partial folder: it is never read,
+    # and the next writer removes it once it is stale
+    leftover = tmp_path / f".{folder.name}.partial-99999"
+    leftover.mkdir()
+    (leftover / "model.safetensors").write_bytes(b"half")
+    monkeypatch.setattr(sg, "STALE_SECONDS", 0)
+    sg.load_or_train_prior(cfg, "cpu")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [folder.name]
+    sg.load_policy(folder, cfg, "cpu")
+
+
+def test_a_kill_while_saving_into_a_run_folder_leaves_every_file_whole(tmp_path, monkeypatch):
+    from transformers import AutoModelForCausalLM
+    old, new = tiny_policy(seed=0), tiny_policy(seed=1)
+    sg.save_policy(old, tmp_path)
+    real_replace, moved = sg.os.replace, []
+
+    def killed_after_two(source, target):
+        if len(moved) == 2:
+            raise KeyboardInterrupt
+        moved.append(target)
+        real_replace(source, target)
+
+    monkeypatch.setattr(sg.os, "replace", killed_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        sg.save_policy(new, tmp_path)
+    monkeypatch.undo()
+    assert not any(p.name.startswith(".") for p in tmp_path.iterdir())
+    assert same_weights(AutoModelForCausalLM.from_pretrained(tmp_path), old)  # weights go last
+    sg.save_policy(new, tmp_path)
+    assert same_weights(AutoModelForCausalLM.from_pretrained(tmp_path), new)
+
+
+def test_the_loser_of_two_processes_cloning_one_prior_uses_the_winners(tmp_path, monkeypatch):
+    cfg = tiny_config(prior_cache=str(tmp_path), prior_episodes=8)
+    folder = tmp_path / f"prior-{sg.prior_key(cfg)}"
+    winner = tiny_policy(seed=7)
+    real_clone = sg.clone_demonstrator
+
+    def other_process_publishes_meanwhile(*args, **kwargs):
+        assert sg.publish_policy(winner, folder)
+        return real_clone(*args, **kwargs)
+
+    monkeypatch.setattr(sg, "clone_demonstrator", other_process_publishes_meanwhile)
+    loser = sg.load_or_train_prior(cfg, "cpu")
+    assert same_weights(loser, winner)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [folder.name]
+
+
+def test_two_processes_cloning_the_same_prior_at_once_leave_one_whole_copy(tmp_path):
+    import subprocess
+    import sys
+    code = ("import selfguide as sg; sg.main(['--eval-only', '--prior-cache', "
+            f"{str(tmp_path)!r}] + {TINY_ARGS!r})")
+    runs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [run.communicate(timeout=120) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], results
+    tables = [out[out.index("| policy"):] for out, _ in results]
+    assert tables[0] == tables[1]  # both evaluated the one published prior
+    assert len(list(tmp_path.iterdir())) == 1
+
+
 # --- selfguide: rollout ---
 
 def test_slot_vocab_mask_lets_each_slot_write_only_its_words():
@@ -1156,6 +1254,168 @@ def test_ctrl_c_saves_what_was_trained(tmp_path, monkeypatch, capsys):
     assert len((out / "log.jsonl").read_text().splitlines()) == 1
 
 
+def test_sigterm_stops_a_training_run_like_ctrl_c(tmp_path, capsys, monkeypatch):
+    import os
+    import signal
+    real_iteration = sg.grpo_iteration
+
+    def terminated(policy, reference, cfg, state, iteration):
+        if iteration == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs before this returns
+        return real_iteration(policy, reference, cfg, state, iteration)
+
+    monkeypatch.setattr(sg, "grpo_iteration", terminated)
+    out = tmp_path / "run"
+    assert sg.main(TINY_ARGS + ["--out", str(out), "--prior-cache", str(tmp_path / "p")]) is None
+    assert "stopped by Ctrl-C or SIGTERM" in capsys.readouterr().out
+    assert (out / "model.safetensors").exists() and (out / "tokenizer.json").exists()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is main's alone
+
+
+def replay_truths(seed, cfg, moves):
+    """The true polarity of each move, from an environment of our own."""
+    env = sg.make_env(cfg)
+    env.reset(seed=seed)
+    return [toy_env.true_polarity(env.step(move)[4]["progress"]) for move in moves]
+
+
+def test_show_prints_each_step_with_the_guide_against_the_truth_in_80_columns(tmp_path, capsys):
+    rows = sg.main(TINY_ARGS + ["--eval-only", "--show", "3", "--prior-cache", str(tmp_path)])
+    text = capsys.readouterr().out
+    assert rows is not None and text.count("held-out maze ") == 3
+    episodes = text[text.index("held-out maze "):text.index("| policy")]
+    assert max(len(line) for line in episodes.splitlines()) <= 80
+    cfg = tiny_config()
+    for k, episode in enumerate(episodes.split("held-out maze ")[1:]):
+        steps = [line.split() for line in episode.splitlines() if line[:3].strip().isdigit()]
+        moves = [words[-1] for words in steps]
+        truths = replay_truths(sg.EVAL_SEED_BASE + k, cfg, moves)
+        assert [int(words[0]) for words in steps] == list(range(1, len(steps) + 1))
+        assert steps[0][-4:-1] == ["(no", "move", "yet)"]
+        for words, truth in zip(steps[1:], truths):  # the guide at step t judges move t-1
+            guide, verdict = words[-4], words[-2]
+            assert words[-3] == sg.MOVE_TRUTH[truth] + ":"
+            assert verdict == ("right" if guide == truth else "WRONG")
+        success = "reached the goal" in episode
+        assert success == (sg.make_env(cfg).reset(seed=sg.EVAL_SEED_BASE + k)[1]["optimal_steps"]
+                           <= len(moves) and "did not" not in episode)
+        judged = sum(words[-2] in ("right", "WRONG") for words in steps)
+        right = sum(words[-2] == "right" for words in steps)
+        assert f"right about {right} of the {judged} moves" in episode
+        assert "S start, * path, A agent" in episode
+
+
+def test_show_after_a_training_run_and_without_a_guide_slot(tmp_path, capsys):
+    sg.main(TINY_ARGS + ["--variant", "grpo", "--show", "1", "--out", str(tmp_path / "run"),
+                         "--prior-cache", str(tmp_path / "p")])
+    text = capsys.readouterr().out
+    episode = text[text.index("held-out maze 0"):]
+    assert episode.index("held-out maze 0") > 0 or text.index("| policy") < text.index("held-out maze")
+    assert "guide was right" not in episode  # no guide slot, nothing judged
+    with pytest.raises(SystemExit):
+        sg.parse_config(["--compare", "--show", "1"])
+
+
+def test_plot_of_a_single_run_draws_its_log_even_cut_short(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "run"
+    sg.main(TINY_ARGS + ["--out", str(out), "--prior-cache", str(tmp_path / "p")])
+    with open(out / "log.jsonl", "a") as log:
+        log.write('{"iteration": 4, "tru')  # a run killed mid-line
+    sg.main(["--plot", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert (out / "curves.png").stat().st_size > 10_000
+    assert "line 4 is cut short" in captured.err and "Traceback" not in captured.err
+
+
+def test_plot_without_matplotlib_says_how_to_get_it(tmp_path, monkeypatch):
+    import builtins
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    (tmp_path / "log.jsonl").write_text("")
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    with pytest.raises(SystemExit, match="--plot needs matplotlib: pip install matplotlib"):
+        sg.main(["--plot", "--out", str(tmp_path)])
+
+
+# --- selfguide: --compare that survives faults ---
+
+COMPARE_ARGS = TINY_ARGS + ["--compare", "--rows", "core", "--seeds", "2", "--workers", "1"]
+
+
+def test_an_interrupted_compare_resumes_to_the_table_of_an_uninterrupted_one(
+        tmp_path, monkeypatch, capsys):
+    cache = ["--prior-cache", str(tmp_path / "priors")]
+    whole = sg.main(COMPARE_ARGS + cache + ["--out", str(tmp_path / "whole")])
+    real_trunk, calls = sg.compare_trunk, []
+
+    def interrupted(cfg, rows):
+        calls.append(rows[0][0])
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_trunk(cfg, rows)
+
+    monkeypatch.setattr(sg, "compare_trunk", interrupted)
+    out = tmp_path / "resumed"
+    capsys.readouterr()
+    assert sg.main(COMPARE_ARGS + cache + ["--out", str(out)]) is None
+    stopped = capsys.readouterr().out
+    units = len(list((out / "units").iterdir()))
+    assert units == 4 and f"{units} of " in stopped and "run the same command again" in stopped
+    assert not (out / "compare.json").exists()
+    monkeypatch.setattr(sg, "compare_trunk", real_trunk)
+    calls.clear()
+    resumed = sg.main(COMPARE_ARGS + cache + ["--out", str(out), "--workers", "2"])
+    assert "resuming" in capsys.readouterr().out and "4 of " in stopped.split("stopped")[1]
+    assert resumed == json.loads(json.dumps(whole))  # every row, every evaluation, every seed
+    table = lambda folder: (folder / "compare.md").read_text().split("\n\n", 1)[1]  # noqa: E731
+    assert table(out) == table(tmp_path / "whole")
+    for log in (tmp_path / "whole").glob("seed*.jsonl"):
+        strip = lambda text: [{k: v for k, v in json.loads(line).items()  # noqa: E731
+                               if not k.endswith("seconds")} for line in text.splitlines()]
+        assert strip(log.read_text()) == strip((out / log.name).read_text()), log.name
+
+
+def test_a_different_command_on_the_same_compare_folder_is_refused(tmp_path):
+    cache = ["--prior-cache", str(tmp_path / "priors")]
+    out = ["--out", str(tmp_path / "c")]
+    sg.main(COMPARE_ARGS + cache + out + ["--iterations", "2"])
+    with pytest.raises(SystemExit, match=r"other settings \(--seeds 2 there, 3 now\)"):
+        sg.main(COMPARE_ARGS + cache + out + ["--iterations", "2", "--seeds", "3"])
+    again = sg.main(COMPARE_ARGS + cache + out + ["--iterations", "2", "--workers", "2"])
+    assert len(again) == 2  # --workers does not change a number: the same command
+
+
+def test_sigterm_stops_a_compare_that_the_same_command_then_finishes(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    args = COMPARE_ARGS + ["--prior-cache", str(tmp_path / "priors"), "--out", str(tmp_path / "c"),
+                           "--iterations", "20"]
+    run = subprocess.Popen([sys.executable, "selfguide.py"] + args, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not list((tmp_path / "c").glob("units/seed1-prompting.json")) and time.time() < deadline:
+        time.sleep(0.2)
+    run.send_signal(signal.SIGTERM)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 0 and "Traceback" not in err, err
+    assert "stopped by Ctrl-C or SIGTERM" in out
+    done = len(list((tmp_path / "c" / "units").iterdir()))
+    assert 2 <= done < 8  # 2 seeds x (prompting rows + 3 trunks)
+    finished = subprocess.run([sys.executable, "selfguide.py"] + args, capture_output=True,
+                              text=True, timeout=300)
+    assert finished.returncode == 0 and "Traceback" not in finished.stderr
+    assert f"resuming {tmp_path / 'c'}: {done} of 8 work units" in finished.stdout
+    assert (tmp_path / "c" / "compare.md").exists()
+
+
 def test_unavailable_device_is_a_clear_error():
     with pytest.raises(SystemExit, match="unknown --device"):
         sg.pick_device("tpu")
@@ -1215,7 +1475,7 @@ def test_unwritable_folders_fail_before_any_work(tmp_path, flag):
 
 
 def test_plot_without_a_comparison_says_what_to_run(tmp_path):
-    with pytest.raises(SystemExit, match="run --compare first"):
+    with pytest.raises(SystemExit, match="run --compare or a training run first"):
         sg.main(["--plot", "--out", str(tmp_path)])
 
 
