@@ -402,6 +402,21 @@ def scored_columns(slots) -> torch.Tensor:
     return (slots != SLOT_CONTEXT).any(0).nonzero().squeeze(-1)
 
 
+def slot_logprobs(policy, tokens, slots, temperature: float = 1.0,
+                  guide_temperature: float | None = None):
+    """The constrained, tempered distribution the rollout samples from, at every scored
+    position: tokens, slots (N, L) -> (targets (Q,), the columns that hold a guide or an
+    action in some row, and log-probs (N, Q, W) over the writable words, -inf where the slot
+    may not hold the word). Guides are tempered by guide_temperature, if given."""
+    targets = scored_columns(slots)                    # (Q,), all >= 1; position p predicts p+1
+    logits = scored_logits(policy, tokens, targets - 1)                     # (N, Q, W)
+    target_slots = slots[:, targets]                                         # (N, Q)
+    allowed = slot_vocab_mask(tokens.device)[target_slots]                   # (N, Q, W)
+    per_slot = [1.0, temperature if guide_temperature is None else guide_temperature, temperature]
+    temperatures = torch.tensor(per_slot, device=tokens.device)[target_slots, None]  # (N, Q, 1)
+    return targets, torch.log_softmax(logits.masked_fill(~allowed, -math.inf) / temperatures, -1)
+
+
 def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
                    guide_temperature: float | None = None) -> torch.Tensor:
     """log pi(token) for every generated token, under the same constrained, tempered
@@ -409,13 +424,7 @@ def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
     context positions.
 
     tokens, slots: (N, L). Returns (N, L), aligned with tokens."""
-    targets = scored_columns(slots)                    # (Q,), all >= 1; position p predicts p+1
-    logits = scored_logits(policy, tokens, targets - 1)                     # (N, Q, W)
-    target_slots = slots[:, targets]                                         # (N, Q)
-    allowed = slot_vocab_mask(tokens.device)[target_slots]                   # (N, Q, W)
-    per_slot = [1.0, temperature if guide_temperature is None else guide_temperature, temperature]
-    temperatures = torch.tensor(per_slot, device=tokens.device)[target_slots, None]  # (N, Q, 1)
-    logp = torch.log_softmax(logits.masked_fill(~allowed, -math.inf) / temperatures, dim=-1)
+    targets, logp = slot_logprobs(policy, tokens, slots, temperature, guide_temperature)
     column = writable_column(tokens.device)[tokens[:, targets]]             # (N, Q); 0: context
     chosen = logp.gather(-1, column[..., None]).squeeze(-1)                  # (N, Q)
     chosen = torch.zeros(tokens.shape, device=tokens.device).index_copy(1, targets, chosen)
@@ -1095,23 +1104,16 @@ def trust_at(cfg: Config, iteration: int) -> float:
     return trust_schedule(iteration, cfg.iterations, cfg.schedule, cfg.enter_at)
 
 
-def grpo_iteration(policy, reference, cfg: Config, state: TrainState, iteration: int) -> dict:
-    """One iteration: rollouts, composite returns, advantages, clipped updates. Returns its record."""
-    trust = trust_at(cfg, iteration)
-    # --- rollouts: G episodes of each sampled task, from the current policy ---
-    start = time.perf_counter()
-    task_seeds = [state.tasks.randrange(TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
-    policy.eval()
-    batch = rollout(policy, [s for s in task_seeds for _ in range(cfg.group_size)],
-                    cfg.guided, cfg, state.sampler)
-    rollout_seconds = time.perf_counter() - start
-    # --- internal rewards and returns: R = R_env + lambda * internal return, per group ---
+def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: int):
+    """Each generated token's advantage for one iteration's rollouts: internal rewards r_t,
+    R = R_env + lambda * internal return per group, and the advantages of --credit and
+    --guide-advantage. Returns (token advantages (N, L), composite returns (N,))."""
     control = torch.Generator(device=batch.guides.device).manual_seed(cfg.seed * 10**6 + iteration)
     rewards = step_rewards(batch.guides, batch.truths, cfg.internal_reward, control)      # (N, T)
     if cfg.internal_return == "mean":
         rewards = length_neutral(rewards, batch.steps)
     returns, _ = composite_return(batch.env_return, rewards, trust)
-    # --- advantages: one per rollout (the paper) or one per step (--credit step) ---
+    # one advantage per rollout (the paper) or one per step (--credit step)
     grouped, horizon = (-1, cfg.group_size), rewards.shape[1]
     scale = cfg.advantage == "grpo"
     advantage = group_advantages(returns.view(grouped), scale=scale).flatten()             # (N,)
@@ -1125,7 +1127,21 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState, iteration:
         guide_advantage = env_advantage[:, None].expand(-1, horizon)
     elif cfg.guide_advantage == "none":
         guide_advantage = torch.zeros_like(guide_advantage)
-    token_advantages = per_token(batch.slots, action_advantage, guide_advantage)           # (N, L)
+    return per_token(batch.slots, action_advantage, guide_advantage), returns
+
+
+def grpo_iteration(policy, reference, cfg: Config, state: TrainState, iteration: int) -> dict:
+    """One iteration: rollouts, composite returns, advantages, clipped updates. Returns its record."""
+    trust = trust_at(cfg, iteration)
+    # --- rollouts: G episodes of each sampled task, from the current policy ---
+    start = time.perf_counter()
+    task_seeds = [state.tasks.randrange(TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
+    policy.eval()
+    batch = rollout(policy, [s for s in task_seeds for _ in range(cfg.group_size)],
+                    cfg.guided, cfg, state.sampler)
+    rollout_seconds = time.perf_counter() - start
+    # --- internal rewards, composite returns and advantages ---
+    token_advantages, returns = iteration_advantages(batch, cfg, trust, iteration)         # (N, L)
     # --- reference log-probs for the KL to the prior ---
     start = time.perf_counter()
     reference_logprobs = kl_weights = None
@@ -1140,6 +1156,7 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState, iteration:
     update = grpo_update(policy, state.optimizer, batch, token_advantages, reference_logprobs,
                          kl_weights, cfg, state.shuffler)
     guide_rewards = step_rewards(batch.guides, batch.truths)  # g(z_t), logged whatever R used
+    grouped = (-1, cfg.group_size)
     return {"iteration": iteration, "trust": trust, **episode_metrics(batch),
             "env_return": batch.env_return.mean().item(),
             "internal_return_sum": guide_rewards.sum(1).mean().item(),
