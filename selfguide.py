@@ -98,6 +98,10 @@ class Config:
                                "the paper's familiar task")
     cue_noise: float = setting(toy_env.CUE_NOISE,
                                "share of its moves the cue-reading demonstrator misjudges")
+    cue_misjudge: str = setting("none", "a kind of move the cue-reading demonstrator misjudges "
+                                        "every time: revisit, every move back onto a visited "
+                                        "cell is 'negative' (a systematic error; see toy_env)",
+                                list(toy_env.MISJUDGED))
     # the policy: a tiny GPT-2
     n_layer: int = setting(1, "transformer layers")
     n_embd: int = setting(64, "embedding width")
@@ -201,6 +205,8 @@ class Config:
             raise ValueError("--enter-at is a fraction of training, in [0, 1]")
         if not 0.0 <= self.cue_noise <= 1.0:
             raise ValueError("--cue-noise is a share of moves, in [0, 1]")
+        if self.cue_misjudge != "none" and not self.cue:
+            raise ValueError("--cue-misjudge changes the cue-reading demonstrator: add --cue")
         if min(self.temperature, self.guide_temperature, self.clip, self.lr, self.prior_lr) <= 0:
             raise ValueError("--temperature, --guide-temperature, --clip, --lr and --prior-lr "
                              "must be positive")
@@ -464,7 +470,7 @@ def demonstration_corpus(cfg: Config):
     for i in tqdm(range(cfg.prior_episodes), desc="demonstrations", leave=False,
                   disable=cfg.workers > 1):
         steps, _ = toy_env.demonstrate(env, seed=PRIOR_SEED_BASE + cfg.seed * 10**6 + i,
-                                       cue_noise=cfg.cue_noise)
+                                       cue_noise=cfg.cue_noise, cue_misjudge=cfg.cue_misjudge)
         sequences += [encode_episode(steps, guided=True), encode_episode(steps, guided=False)]
     length = episode_length(cfg)
     tokens = torch.full((len(sequences), length), PAD)
@@ -503,6 +509,8 @@ def prior_key(cfg: Config) -> str:
     """The settings a prior depends on; a change to any of them trains a new one."""
     names = ["size", "wall_prob", "min_distance", "max_steps", "cue", "cue_noise", "n_layer",
              "n_embd", "n_head", "prior_episodes", "prior_epochs", "prior_batch", "prior_lr", "seed"]
+    if cfg.cue_misjudge != "none":  # named only when set, so earlier keys stay valid
+        names.append("cue_misjudge")
     text = json.dumps({"words": len(WORDS), **{n: getattr(cfg, n) for n in names}}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -657,6 +665,7 @@ class Rollouts:
     truths: torch.Tensor         # (N, T) index into GUIDES of the true progress of the move
                                  #        a guide at step t judges (move t-1), recorded with or
                                  #        without a guide slot; -1 at t = 0 or no step
+    revisits: torch.Tensor       # (N, T) bool: that move went back onto a visited cell
     env_return: torch.Tensor     # (N,) R_env: 1.0 on success
     steps: torch.Tensor          # (N,) moves taken
     optimal: torch.Tensor        # (N,) shortest path at the start
@@ -692,8 +701,10 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greed
     running = [True] * n  # per-episode bookkeeping stays in Python lists: the environments
     active = torch.tensor(running, device=device)  # are Python, and element-wise tensor
     env_return, steps, previous_truth = [0.0] * n, [0] * n, [-1] * n  # updates are slow
+    previous_revisit = [False] * n
     guides = torch.full((n, horizon), -1, dtype=torch.long, device=device)
     truths = torch.full((n, horizon), -1, dtype=torch.long, device=device)
+    revisits = torch.zeros((n, horizon), dtype=torch.bool, device=device)
     columns = []  # (tokens, slots, logprobs) blocks, each (n, k), in stream order
     cache = DynamicCache(config=policy.config) if use_cache else None
 
@@ -715,6 +726,7 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greed
         write(seen, SLOT_CONTEXT)
         pending = torch.cat([pending, seen], 1)
         truths[:, t] = torch.where(active, torch.tensor(previous_truth, device=device), -1)
+        revisits[:, t] = active & torch.tensor(previous_revisit, device=device)
         if guided:  # z_t ~ pi(. | h_{t-1}, o_t): judge before acting
             guide, logp = sample_slot(next_logits(pending), SLOT_GUIDE, allowed,
                                       cfg.guide_temperature, greedy, generator)
@@ -732,6 +744,7 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greed
         for i in [i for i in range(n) if running[i]]:
             observations[i], reward, terminated, truncated, info = envs[i].step(WORDS[moves[i]])
             previous_truth[i] = GUIDES.index(toy_env.true_polarity(info["progress"]))
+            previous_revisit[i] = info["revisited"]
             env_return[i] += reward
             steps[i] += 1
             running[i] = not (terminated or truncated)
@@ -739,7 +752,7 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greed
             break
         active = torch.tensor(running, device=device)
     tokens, slots, logprobs = (torch.cat(parts, 1) for parts in zip(*columns))
-    return Rollouts(tokens, slots, logprobs, guides, truths,
+    return Rollouts(tokens, slots, logprobs, guides, truths, revisits,
                     torch.tensor(env_return, device=device), torch.tensor(steps, device=device),
                     torch.tensor(optimal, device=device))
 
@@ -982,6 +995,10 @@ def episode_metrics(rollouts: Rollouts) -> dict:
                for c in range(3) if (rollouts.truths[judged] == c).any()]
     metrics["guide_accuracy"] = correct.float().mean().item() if judged.any() else None
     metrics["guide_balanced_accuracy"] = sum(recalls) / len(recalls) if recalls else None
+    # apart for the moves back onto a visited cell, which --cue-misjudge revisit gets wrong
+    revisit = rollouts.revisits[judged]
+    for name, kind in [("revisit", revisit), ("other", ~revisit)]:
+        metrics[f"guide_accuracy_{name}"] = correct[kind].float().mean().item() if kind.any() else None
     return metrics
 
 

@@ -289,6 +289,27 @@ def test_cue_reading_demonstrator_misjudges_the_share_of_moves_it_is_told_to():
     assert all(g == "neutral" for g, t in cue_demonstrator_moves(0.2) if t == "neutral")
 
 
+def test_cue_demonstrator_misjudging_revisits_is_wrong_there_every_time_and_right_elsewhere():
+    env = GridWorld(cue=True)
+    revisit_truths = []
+    for seed in range(100):
+        steps, infos = toy_env.demonstrate(env, seed, cue_noise=0.0, cue_misjudge="revisit")
+        for (_, guide, _), info in zip(steps[1:], infos):  # guide i+1 judges move i
+            truth = toy_env.true_polarity(info["progress"])
+            if info["revisited"]:
+                assert guide == "negative"
+                revisit_truths.append(truth)
+            else:
+                assert guide == truth
+    assert "positive" in revisit_truths and "negative" in revisit_truths  # wrong on some only
+    report = toy_env.demonstrator_report(env, range(100), cue_noise=0.0, cue_misjudge="revisit")
+    assert report["guide_accuracy_other"] == 1.0
+    assert report["guide_accuracy_revisit"] == pytest.approx(revisit_truths.count("negative")
+                                                             / len(revisit_truths))
+    with pytest.raises(SystemExit):
+        sg.parse_config(["--cue-misjudge", "revisit"])  # it changes the cue reader: needs --cue
+
+
 def test_cue_reading_demonstrator_steps_back_after_a_negative_judgement():
     import random
     args = dict(position=(3, 3), goal=(0, 0), blocked="", visited={(3, 3), (3, 2)},
@@ -586,17 +607,22 @@ def test_rollout_replays_in_the_environment():
     batch = sg.rollout(tiny_policy(max_steps=10), seeds, True, cfg, torch.Generator().manual_seed(3))
     for i, seed in enumerate(seeds):
         env = sg.make_env(cfg)
-        env.reset(seed=seed)
+        positions = [env.reset(seed=seed)[1]["position"]]
         actions = [sg.WORDS[t] for t, s in zip(batch.tokens[i].tolist(), batch.slots[i].tolist())
                    if s == sg.SLOT_ACTION]
-        truths, reward = [-1], 0.0
+        truths, revisits, reward = [-1], [False], 0.0
         for action in actions:
             _, r, _, _, info = env.step(action)
             reward += r
             truths.append(GUIDES.index(toy_env.true_polarity(info["progress"])))
+            moved_to = info["position"]
+            revisits.append(moved_to != positions[-1] and moved_to in positions)
+            positions.append(moved_to)
         steps = len(actions)
         assert steps == batch.steps[i] and reward == batch.env_return[i]
         assert batch.truths[i, :steps].tolist() == truths[:steps]
+        assert batch.revisits[i, :steps].tolist() == revisits[:steps]
+        assert not batch.revisits[i, steps:].any()
         assert (batch.guides[i, steps:] == -1).all() and (batch.guides[i, :steps] >= 0).all()
 
 
@@ -1037,6 +1063,7 @@ def test_episode_metrics_on_hand_built_rollouts():
         tokens=long, slots=long, logprobs=torch.zeros(2, 1),
         guides=torch.tensor([[1, 0, 2], [0, 0, -1]]),   # positive=0, neutral=1, negative=2
         truths=torch.tensor([[-1, 0, 0], [-1, 2, -1]]),
+        revisits=torch.tensor([[False, False, True], [False, False, False]]),
         env_return=torch.tensor([1.0, 0.0]), steps=torch.tensor([3, 2]),
         optimal=torch.tensor([2, 2]))
     metrics = sg.episode_metrics(rollouts)
@@ -1047,6 +1074,8 @@ def test_episode_metrics_on_hand_built_rollouts():
     # judged: (guide 0, truth 0) right, (2, 0) wrong, (0, 2) wrong
     assert metrics["guide_accuracy"] == pytest.approx(1 / 3)
     assert metrics["guide_balanced_accuracy"] == pytest.approx((1 / 2 + 0) / 2)
+    assert metrics["guide_accuracy_revisit"] == 0.0  # the one revisit: (2, 0), wrong
+    assert metrics["guide_accuracy_other"] == pytest.approx(1 / 2)
 
 
 def test_compare_table_reports_mean_std_and_paired_differences():
@@ -1494,3 +1523,188 @@ def test_bench_times_rollout_training_pass_iteration_and_stage0(capsys):
     assert "every position" in text and "scored positions only" in text
     assert text.count("speed-up") == 2
     assert "one GRPO iteration" in text and "Stage 0:" in text
+
+
+# --- examples/trl_selfguide.py: the TRL bridge (skipped unless trl==1.16.0 is installed) ---
+
+def load_bridge():
+    """The bridge module, or a skip that says why (the plain test command needs no TRL)."""
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).parent / "examples" / "trl_selfguide.py"
+    if not path.exists():
+        pytest.skip("examples/trl_selfguide.py is not here (a course handout, say)")
+    spec = importlib.util.spec_from_file_location("trl_selfguide", path)
+    bridge = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bridge)
+    return bridge
+
+
+def test_trl_bridge_says_in_one_line_when_trl_is_missing_or_another_version(monkeypatch):
+    import sys
+    bridge = load_bridge()
+    monkeypatch.setitem(sys.modules, "trl", None)  # import trl now raises ImportError
+    with pytest.raises(SystemExit, match=r"needs TRL: pip install trl==1\.16\.0"):
+        bridge.check_trl()
+    fake = type(sys)("trl")
+    fake.__version__ = "1.13.0"
+    monkeypatch.setitem(sys.modules, "trl", fake)
+    with pytest.raises(SystemExit, match=r"tested with trl==1\.16\.0 \(found 1\.13\.0\)"):
+        bridge.check_trl()
+
+
+def trl_bridge():
+    """The bridge, with TRL imported, or a skip naming what is missing."""
+    bridge = load_bridge()
+    trl = pytest.importorskip("trl", reason="TRL is an optional extra: pip install trl==1.16.0")
+    if trl.__version__ != bridge.TRL_VERSION:
+        pytest.skip(f"the bridge is tested with trl=={bridge.TRL_VERSION}, found {trl.__version__}")
+    bridge.check_trl()
+    return bridge
+
+
+def trl_trainer(tmp_path, **overrides):
+    """A SelfGuideGRPOTrainer on the tiny maze, from a saved tiny policy as its prior."""
+    from pathlib import Path
+    from datasets import Dataset
+    bridge = trl_bridge()
+    cfg = tiny_config(kl_guide=0.1, kl_action=0.1, out=str(tmp_path / "out"), **overrides)
+    sg.save_policy(tiny_policy(), tmp_path / "prior")
+    policy = sg.load_policy(tmp_path / "prior", cfg, "cpu")
+    trainer = bridge.make_trainer_class()(
+        model=policy, processing_class=sg.build_tokenizer(),
+        reward_funcs=[bridge.success_reward, bridge.guide_reward],
+        args=bridge.grpo_config(cfg, Path(cfg.out), torch.device("cpu")),
+        train_dataset=Dataset.from_dict({"prompt": [str(s) for s in bridge.task_seeds(cfg)]}),
+        rollout_func=bridge.make_rollout_func(cfg, torch.device("cpu")), selfguide_config=cfg)
+    trainer.model.train()
+    return bridge, cfg, trainer
+
+
+def first_trl_batch(bridge, cfg, trainer):
+    """One iteration's rollouts as TRL scores them: the first task seeds, G rollouts each."""
+    seeds = bridge.task_seeds(cfg)[:cfg.tasks_per_iter]
+    return trainer._generate_and_score_completions(
+        [{"prompt": str(s)} for s in seeds for _ in range(cfg.group_size)])
+
+
+def test_trl_bridge_scores_the_rollouts_own_tokens_with_the_rollouts_log_probs(tmp_path):
+    bridge, cfg, trainer = trl_trainer(tmp_path)
+    scored = first_trl_batch(bridge, cfg, trainer)
+    batch = trainer.episodes
+    torch.testing.assert_close(torch.cat([scored["prompt_ids"], scored["completion_ids"]], 1),
+                               batch.tokens, rtol=0, atol=0)
+    generated = batch.slots[:, 2:] != sg.SLOT_CONTEXT
+    assert torch.equal((scored["completion_mask"] * scored["tool_mask"]).bool(), generated)
+    # constrained decoding: TRL's loss sees the log-probs the rollout sampled with
+    torch.testing.assert_close(scored["old_per_token_logps"], batch.logprobs[:, 2:], atol=1e-6, rtol=0)
+    prior = sg.load_policy(tmp_path / "prior", cfg, "cpu")
+    torch.testing.assert_close(scored["ref_per_token_logps"],
+                               sg.token_logprobs(prior, batch.tokens, batch.slots)[:, 2:],
+                               atol=1e-6, rtol=0)
+    advantages, _ = sg.iteration_advantages(batch, cfg, sg.trust_at(cfg, 1), 1)
+    torch.testing.assert_close(scored["advantages"], advantages[:, 2:])
+    lengths = generated.sum(1)
+    assert lengths.min() < lengths.max()  # some episodes end early: the token means can differ
+
+
+def moved(trainer, seed=1, scale=0.1):
+    """Move the policy away from the one that sampled, so ratios leave 1 and the clip acts."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in trainer.model.parameters():
+            p.add_(scale * torch.randn_like(p))
+
+
+def trl_and_selfguide_losses(trainer, cfg, scored, batch):
+    """Per TRL minibatch (its split of the iteration's rollouts): (TRL's loss and gradients,
+    grpo_loss's on the same tokens, old and reference log-probs and advantages)."""
+    from trl.trainer.utils import split_tensor_dict
+    params = [p for p in trainer.model.parameters()]
+    trainer.current_gradient_accumulation_steps = 1
+    pad = lambda x: F.pad(x, (2, 0))  # noqa: E731  completion columns -> stream columns
+    results = []
+    for rows, inputs in zip(torch.arange(len(batch.tokens)).chunk(cfg.minibatches),
+                            split_tensor_dict(scored, cfg.minibatches)):
+        trl_loss = trainer._compute_loss(trainer.model, inputs)
+        slots = batch.slots[rows]
+        new = sg.token_logprobs(trainer.model, batch.tokens[rows], slots)
+        ours, _ = sg.grpo_loss(new, pad(inputs["old_per_token_logps"]), pad(inputs["advantages"]),
+                               slots, cfg.clip, pad(inputs["ref_per_token_logps"]),
+                               torch.full(slots.shape, cfg.kl_guide))
+        results.append(((trl_loss, torch.autograd.grad(trl_loss, params)),
+                        (ours, torch.autograd.grad(ours, params))))
+    return results
+
+
+F = torch.nn.functional
+
+
+def test_trl_loss_and_gradients_equal_grpo_loss_where_they_should_agree(tmp_path):
+    """loss_type="bnpo", epsilon = clip, beta = the KL weight, use_bias_correction_kl=False:
+    TRL's loss is the one selfguide writes by hand, value and gradient, per minibatch."""
+    bridge, cfg, trainer = trl_trainer(tmp_path, iterations=6)
+    scored = first_trl_batch(bridge, cfg, trainer)
+    moved(trainer)
+    clipped = 0
+    for (trl_loss, trl_grads), (ours, our_grads) in trl_and_selfguide_losses(
+            trainer, cfg, scored, trainer.episodes):
+        torch.testing.assert_close(trl_loss, ours, atol=1e-6, rtol=1e-5)
+        for a, b in zip(trl_grads, our_grads):
+            torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+        clipped += trainer._metrics["train"]["clip_ratio/region_mean"][-1]
+    assert clipped > 0  # the clip acted, so it was compared too
+
+
+@pytest.mark.parametrize("setting, value", [
+    ("loss_type", "grpo"), ("loss_type", "dapo"), ("loss_type", "dr_grpo"),
+    ("use_bias_correction_kl", True), ("delta", 1.1), ("epsilon_high", 0.28)])
+def test_trl_settings_that_are_not_selfguides_loss_give_another_loss(tmp_path, setting, value):
+    bridge, cfg, trainer = trl_trainer(tmp_path, iterations=6)
+    scored = first_trl_batch(bridge, cfg, trainer)
+    moved(trainer)
+    if setting in ("loss_type", "epsilon_high"):
+        setattr(trainer, setting, value)
+    else:
+        setattr(trainer.args, setting, value)
+    differences = [max([abs(trl_loss - ours).item()] +
+                       [(a - b).abs().max().item() for a, b in zip(trl_grads, our_grads)])
+                   for (trl_loss, trl_grads), (ours, our_grads)
+                   in trl_and_selfguide_losses(trainer, cfg, scored, trainer.episodes)]
+    assert max(differences) > 1e-4, (setting, differences)
+
+
+def test_trl_bridge_trains_with_selfguides_schedule_tasks_and_sampling(tmp_path, capsys):
+    """The bridge's first iteration plays exactly the episodes selfguide.py plays (same tasks,
+    same sampler, same prior); lambda(u) follows the trapezoid to 0 at the last iteration."""
+    bridge = trl_bridge()
+    args = TINY_ARGS + ["--iterations", "8", "--eval-every", "4", "--prior-cache",
+                        str(tmp_path / "p"), "--out", str(tmp_path / "trl")]
+    rows = bridge.main(args)
+    text = capsys.readouterr().out
+    assert "trained on TRL (sg_gr), mean of the last 3 evaluations" in text
+    records = [json.loads(line) for line in (tmp_path / "trl" / "log.jsonl").read_text().splitlines()]
+    assert [r["trust"] for r in records] == [sg.trust_schedule(u, 8) for u in range(1, 9)]
+    assert records[-1]["trust"] == 0.0 and max(r["trust"] for r in records) == 1.0
+    assert [r["iteration"] for r in records if "eval" in r] == [4, 8]
+    assert rows[-2][1] == records[-1]["eval"]
+    cfg = sg.parse_config(args + ["--kl-action", "0.1"])
+    sg.seed_everything(cfg.seed)
+    prior = sg.load_or_train_prior(cfg, "cpu")
+    first = sg.grpo_iteration(sg.copy.deepcopy(prior), prior, cfg, sg.new_train_state(prior, cfg), 1)
+    for key in ("success", "steps", "share_positive", "guide_balanced_accuracy"):
+        assert records[0][key] == first[key], key
+    from transformers import AutoModelForCausalLM
+    AutoModelForCausalLM.from_pretrained(tmp_path / "trl")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--kl-action", "0.05"], "beta weighs every generated token alike"),
+    (["--token-mean", "per_slot"], "one token mean"),
+    (["--compare"], "--compare is not run by the TRL bridge"),
+    (["--minibatches", "3"], "does not divide them")])
+def test_trl_bridge_refuses_what_trl_cannot_run_in_one_line(argv, message):
+    bridge = trl_bridge()
+    with pytest.raises(SystemExit, match=message):
+        bridge.parse_config(TINY_ARGS + argv)
+    assert bridge.parse_config(TINY_ARGS).kl_action == 0.1  # beta: the guide's KL on every token

@@ -279,14 +279,25 @@ def demonstrator_guide(position, previous, visited, goal) -> str:
     return "positive" if manhattan(position) < manhattan(previous) else "negative"
 
 
-def cue_guide(cue: str, rng: random.Random, noise: float) -> str:
+MISJUDGED = ("none", "revisit")
+"""Kinds of move the cue-reading demonstrator can misjudge every time (cue_misjudge): none, or
+every move back onto a cell it has visited, which it calls "negative" whatever the cue says,
+the way the plain demonstrator reads backtracking as a loop (a systematic error, like a
+pretrained model's, rather than a random share of moves)."""
+
+
+def cue_guide(cue: str, rng: random.Random, noise: float, revisited: bool = False,
+              misjudge: str = "none") -> str:
     """Self-assessment of the last step read off the hot/cold cue, misjudged at a rate.
 
     No move yet or a bump (cue start or same) -> neutral, which is plain to see; warmer ->
     positive, colder -> negative, but with probability `noise` the reading is flipped: the
-    demonstrations are then informed yet wrong in places."""
+    demonstrations are then informed yet wrong in places. With misjudge "revisit", a move
+    back onto a visited cell is "negative" every time: wrong whenever it was warmer."""
     if cue in ("start", "same"):
         return "neutral"
+    if misjudge == "revisit" and revisited:
+        return "negative"
     closer = cue == "warmer"
     if rng.random() < noise:
         closer = not closer
@@ -323,9 +334,10 @@ def demonstrator_action(guide, position, goal, blocked, last_action, visited, rn
 
 
 def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15,
-                cue_noise: float = CUE_NOISE):
+                cue_noise: float = CUE_NOISE, cue_misjudge: str = "none"):
     """Play one episode of task `seed` with the demonstrator (the cue-reading one if the
-    environment shows the cue, misjudging a share `cue_noise` of its moves).
+    environment shows the cue, misjudging a share `cue_noise` of its moves and every move of
+    the kind `cue_misjudge`).
 
     Returns (steps, infos): steps is a list of (observation, guide, action), where the guide
     judges the step that led to the observation (the first guide has nothing to judge and is
@@ -337,7 +349,7 @@ def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15,
     steps, infos, done = [], [], False
     while not done:
         if env.cue:
-            guide = cue_guide(cue, rng, cue_noise)
+            guide = cue_guide(cue, rng, cue_noise, position in visited, cue_misjudge)
         else:
             guide = demonstrator_guide(position, previous, visited, goal)
         visited.add(position)
@@ -352,24 +364,33 @@ def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15,
     return steps, infos
 
 
-def demonstrator_report(env: GridWorld, seeds, cue_noise: float = CUE_NOISE) -> dict:
+def demonstrator_report(env: GridWorld, seeds, cue_noise: float = CUE_NOISE,
+                        cue_misjudge: str = "none") -> dict:
     """Success rate, and how well the demonstrator's guide agrees with true progress:
-    accuracy, and balanced accuracy (mean recall over the three polarities, because about
-    two thirds of steps are truly positive and few are neutral)."""
+    accuracy, balanced accuracy (mean recall over the three polarities, because about two
+    thirds of steps are truly positive and few are neutral), and accuracy on the moves back
+    onto a visited cell apart from the others."""
     successes = 0
     confusion = {(truth, guide): 0 for truth in GUIDES for guide in GUIDES}
+    by_kind = {True: [0, 0], False: [0, 0]}  # revisited: [right, judged]
     for seed in seeds:
-        steps, infos = demonstrate(env, seed, cue_noise=cue_noise)
+        steps, infos = demonstrate(env, seed, cue_noise=cue_noise, cue_misjudge=cue_misjudge)
         successes += infos[-1]["success"]
         # guide i+1 judges action i, whose truth is infos[i]
         for (_, guide, _), info in zip(steps[1:], infos):
-            confusion[(true_polarity(info["progress"]), guide)] += 1
+            truth = true_polarity(info["progress"])
+            confusion[(truth, guide)] += 1
+            by_kind[info["revisited"]][0] += truth == guide
+            by_kind[info["revisited"]][1] += 1
     judged = sum(confusion.values())
     recalls = [confusion[(c, c)] / n for c in GUIDES
                if (n := sum(confusion[(c, g)] for g in GUIDES))]
     return {"success": successes / len(seeds),
             "guide_accuracy": sum(confusion[(c, c)] for c in GUIDES) / max(judged, 1),
-            "guide_balanced_accuracy": sum(recalls) / max(len(recalls), 1)}
+            "guide_balanced_accuracy": sum(recalls) / max(len(recalls), 1),
+            "revisit_share": by_kind[True][1] / max(judged, 1),
+            "guide_accuracy_revisit": by_kind[True][0] / max(by_kind[True][1], 1),
+            "guide_accuracy_other": by_kind[False][0] / max(by_kind[False][1], 1)}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,323 @@
+"""Self-Guide on TRL: the method of selfguide.py trained by TRL's GRPOTrainer.
+
+The same tiny GPT-2, cloned into the same Stage 0 prior, on the same maze and the same task
+seeds as `python selfguide.py`; the episodes come from selfguide's own `rollout` (constrained
+decoding, one token stream per episode), the internal reward, the trust schedule, step credit
+and the guards from selfguide's `iteration_advantages`. TRL does the rest: the data loader and
+its repeat sampler (one group of G rollouts per task), the passes over each batch of
+rollouts, the clipped surrogate and its token-level mean (`loss_type="bnpo"`), the KL to the
+prior (`beta`), the optimizer, gradient clipping and the training loop.
+
+    pip install -r requirements.txt trl==1.16.0
+    python examples/trl_selfguide.py               # = python selfguide.py --kl-action 0.1, on TRL
+    python examples/trl_selfguide.py --variant grpo --seed 1
+    python examples/trl_selfguide.py --help        # selfguide.py's settings; see below for which
+
+What TRL 1.16.0 needs beyond its public settings (a subclass, SelfGuideGRPOTrainer):
+1. `_get_per_token_logps_and_entropies` (private) is overridden. TRL scores a completion over
+   the whole vocabulary, but the rollout samples a guide among the three guide words and a
+   move among the four moves; the override returns the log-probs of that constrained,
+   tempered distribution (selfguide's `slot_logprobs`), so the ratio and the KL in TRL's loss
+   are those of the policy that sampled.
+2. `_generate_and_score_completions` (private) is extended: after TRL has scored a batch, its
+   one-advantage-per-completion is replaced by selfguide's per-token advantages (TRL's loss
+   takes (B, T) advantages). TRL cannot otherwise give step credit, give guide tokens the
+   advantage of R_env alone (--guide-advantage env), or normalise as selfguide does: its
+   group std is Bessel-corrected with eps 1e-4, and its aggregation cannot weigh lambda(u)
+   against R_env per step. TRL's reward columns (success, the guide's reward) are still
+   computed and logged.
+The episode goes in through the public `rollout_func`, with `env_mask` 0 on observation tokens.
+
+Settings TRL cannot express are refused in one line: a KL on the guide tokens only (`beta`
+weighs every generated token, so --kl-action is set to --kl-guide: the default run matches
+`python selfguide.py --kl-action 0.1`) and per-slot token means (--token-mean per_slot).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import sys
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # selfguide.py, toy_env.py
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from tqdm.auto import tqdm  # noqa: E402
+
+import selfguide as sg  # noqa: E402
+
+TRL_VERSION = "1.16.0"  # the version this bridge is tested with (CI installs it)
+REFUSED = {  # settings of selfguide.py that this bridge does not run, and what to do instead
+    "compare": "run the bridge once per seed and row (README: Scaling up)",
+    "bench": "time selfguide.py itself with --bench",
+    "plot": "draw the bridge's log with python selfguide.py --plot --out <its --out>",
+    "eval_only": "evaluate the saved policy with python selfguide.py --eval-only --init-from <folder>",
+    "init_from": "the bridge always starts from the Stage 0 prior",
+    "paper_faithful": "give the paper's settings one by one (--kl-guide 0 --credit trajectory ...)",
+}
+
+
+def check_trl():
+    """TRL is an optional extra: one clear line if it is missing or another version."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental: said above
+    try:
+        import trl
+    except ImportError:
+        raise SystemExit(f"error: examples/trl_selfguide.py needs TRL: "
+                         f"pip install trl=={TRL_VERSION}") from None
+    if trl.__version__ != TRL_VERSION:
+        raise SystemExit(f"error: examples/trl_selfguide.py is written for and tested with "
+                         f"trl=={TRL_VERSION} (found {trl.__version__}): it overrides private "
+                         f"methods of GRPOTrainer; pip install trl=={TRL_VERSION}")
+
+
+def parse_config(argv=None) -> sg.Config:
+    """selfguide.py's command line, with the settings TRL cannot run refused in one line."""
+    cfg = sg.parse_config(argv)
+    for name, instead in REFUSED.items():
+        if getattr(cfg, name) not in (False, ""):
+            raise SystemExit(f"error: --{name.replace('_', '-')} is not run by the TRL bridge; "
+                             f"{instead}")
+    if cfg.token_mean != "all":
+        raise SystemExit("error: TRL's loss takes one token mean over the batch (--token-mean all)")
+    if cfg.kl_action not in (0.0, cfg.kl_guide):
+        raise SystemExit(f"error: TRL's beta weighs every generated token alike, so the KL of "
+                         f"the guide and action tokens is one weight (--kl-guide {cfg.kl_guide}); "
+                         f"--kl-action {cfg.kl_action} cannot be run")
+    rollouts = cfg.tasks_per_iter * cfg.group_size
+    if rollouts % cfg.minibatches:
+        raise SystemExit(f"error: TRL splits the {rollouts} rollouts of an iteration into "
+                         f"--minibatches equal parts; {cfg.minibatches} does not divide them")
+    return dataclasses.replace(cfg, kl_action=cfg.kl_guide)  # what beta does
+
+
+# --- The episode: selfguide's rollout, handed to TRL as prompt + completion ---
+
+def episode_slots(cfg: sg.Config, length: int) -> torch.Tensor:
+    """(length,) the slot of each position of an episode's token stream. Every episode is a
+    prefix of the longest one, whose layout is fixed ([<bos>, <mode>], then per step the
+    observation's words, the guide, the action), so the slots follow from positions alone."""
+    step = ("at:0,0 goal:0,0 walls:none" + (" cue:start" if cfg.cue else ""), "neutral", "north")
+    _, slots = sg.encode_episode([step] * cfg.max_steps, cfg.guided)
+    return torch.tensor(slots[:length])
+
+
+def task_seeds(cfg: sg.Config) -> list:
+    """The training tasks in the order selfguide.py draws them (its TrainState.tasks)."""
+    tasks = random.Random(cfg.seed)
+    return [tasks.randrange(sg.TRAIN_SEED_RANGE) for _ in range(cfg.iterations * cfg.tasks_per_iter)]
+
+
+def make_rollout_func(cfg: sg.Config, device):
+    """TRL's rollout_func: each prompt is a task seed; the episode is played by selfguide's
+    rollout. Prompt = [<bos>, <mode>], completion = the rest of the stream; env_mask is 1 on
+    the guide and action tokens the policy wrote, 0 on the observations."""
+    sampler = torch.Generator(device=device).manual_seed(cfg.seed)  # as selfguide's TrainState
+
+    def rollout_func(prompts, trainer):
+        batch = sg.rollout(trainer.model, [int(p) for p in prompts], cfg.guided, cfg, sampler)
+        trainer.episodes = batch  # for the advantages, in the same order as the prompts
+        ends = [row.nonzero().max().item() + 1 for row in batch.slots != sg.SLOT_CONTEXT]
+        guide_rewards = sg.step_rewards(batch.guides, batch.truths)               # (N, T)
+        return {"prompt_ids": [row[:2].tolist() for row in batch.tokens],
+                "completion_ids": [row[2:end].tolist() for row, end in zip(batch.tokens, ends)],
+                "logprobs": [row[2:end].tolist() for row, end in zip(batch.logprobs, ends)],
+                "env_mask": [(row[2:end] != sg.SLOT_CONTEXT).long().tolist()
+                             for row, end in zip(batch.slots, ends)],
+                "success": batch.env_return.tolist(),
+                "guide_return": (guide_rewards.sum(1) / batch.steps).tolist()}
+    return rollout_func
+
+
+def success_reward(completions, success, **_):
+    """R_env, as TRL's first reward column (logged)."""
+    return success
+
+
+def guide_reward(completions, guide_return, **_):
+    """The mean g(z_t) of an episode, as TRL's second reward column (logged, weight 0)."""
+    return guide_return
+
+
+def make_trainer_class():
+    from trl import GRPOTrainer
+
+    class SelfGuideGRPOTrainer(GRPOTrainer):
+        """GRPOTrainer with constrained log-probs and selfguide's per-token advantages."""
+
+        def __init__(self, *args, selfguide_config: sg.Config, **kwargs):
+            self.selfguide_config = selfguide_config
+            self.records, self.episodes = [], None
+            super().__init__(*args, **kwargs)
+
+        @property
+        def updates_per_iteration(self) -> int:
+            return self.args.steps_per_generation * self.num_iterations
+
+        def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask,
+                                               logits_to_keep, batch_size=None,
+                                               compute_entropy=False, **unused):
+            """Log-probs of the completion tokens (B, logits_to_keep) under the constrained,
+            tempered distribution the rollout sampled from, and that distribution's entropy."""
+            cfg = self.selfguide_config
+            slots = episode_slots(cfg, input_ids.shape[1]).to(input_ids.device)
+            slots = torch.where(attention_mask.bool(), slots, sg.SLOT_CONTEXT)       # (B, L)
+            targets, logp = sg.slot_logprobs(model, input_ids, slots, cfg.temperature,
+                                             cfg.guide_temperature)                  # (B, Q, W)
+            column = sg.writable_column(input_ids.device)[input_ids[:, targets]]     # (B, Q)
+            chosen = logp.gather(-1, column[..., None]).squeeze(-1)
+            entropy = -torch.where(logp.isinf(), 0.0, logp.exp() * logp).sum(-1)    # (B, Q)
+            generated = slots[:, targets] != sg.SLOT_CONTEXT
+
+            def spread(values):  # (B, Q) -> (B, logits_to_keep), 0 off the generated tokens
+                values = torch.where(generated, values, 0.0)
+                full = torch.zeros(input_ids.shape, device=input_ids.device)
+                return full.index_copy(1, targets, values)[:, -logits_to_keep:]
+            return spread(chosen), spread(entropy) if compute_entropy else None, None
+
+        def _generate_and_score_completions(self, inputs):
+            output = super()._generate_and_score_completions(inputs)
+            if not self.model.training:  # TRL's own evaluation loop: not used by this bridge
+                return output
+            cfg, batch = self.selfguide_config, self.episodes
+            # lambda(u) of the iteration these rollouts start: global_step counts optimizer
+            # steps, several per iteration, and is u - 1 iterations' worth when u begins
+            iteration = self.state.global_step // self.updates_per_iteration + 1
+            trust = sg.trust_at(cfg, iteration)
+            advantages, returns = sg.iteration_advantages(batch, cfg, trust, iteration)  # (N, L)
+            width = output["completion_ids"].shape[1]
+            output["advantages"] = F.pad(advantages[:, 2:], (0, width - advantages.shape[1] + 2))
+            self.records.append({"iteration": iteration, "trust": trust,
+                                 **sg.episode_metrics(batch),
+                                 "zero_variance_groups": sg.zero_variance(
+                                     returns.view(-1, cfg.group_size)).float().mean().item()})
+            return output
+
+    return SelfGuideGRPOTrainer
+
+
+def grpo_config(cfg: sg.Config, out: Path, device):
+    """GRPOConfig with selfguide's settings, named where TRL names them."""
+    from trl import GRPOConfig
+    rollouts = cfg.tasks_per_iter * cfg.group_size
+    return GRPOConfig(
+        output_dir=str(out), seed=cfg.seed, use_cpu=device.type == "cpu", bf16=False,
+        num_generations=cfg.group_size,                  # G rollouts per task
+        per_device_train_batch_size=rollouts // cfg.minibatches,
+        steps_per_generation=cfg.minibatches,            # so a generation is one iteration
+        num_iterations=cfg.update_epochs,                # passes over each iteration's rollouts
+        max_steps=cfg.iterations * cfg.minibatches * cfg.update_epochs,
+        shuffle_dataset=False,                           # the tasks in selfguide's order
+        learning_rate=cfg.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
+        max_grad_norm=cfg.max_grad_norm,
+        epsilon=cfg.clip,                                # epsilon_high defaults to it
+        loss_type="bnpo",                                # one token mean over the minibatch
+        beta=cfg.kl_guide, use_bias_correction_kl=False,  # k3 KL, not multiplied by the ratio
+        temperature=cfg.temperature,
+        max_completion_length=sg.episode_length(cfg) - 2,
+        reward_weights=[1.0, 0.0],                       # logged; the advantages are replaced
+        logging_steps=cfg.minibatches * cfg.update_epochs,  # once per iteration, into log.jsonl
+        activation_checkpointing=False,                  # TRL's default is on; nothing to save here
+        save_strategy="no", report_to="none", disable_tqdm=False)
+
+
+# --- Training and evaluation ---
+
+def selfguide_callbacks(trainer, cfg: sg.Config) -> list:
+    """Callbacks that make TRL's loop report as selfguide.py does: held-out evaluations every
+    --eval-every iterations into the trainer's records (the final score is the mean of the
+    last --final-evals), one line each, TRL's own metrics (KL, clip ratios, entropy, ...)
+    into the same records instead of a dict printed under the progress bar."""
+    from transformers import TrainerCallback
+    from transformers.trainer_callback import ProgressCallback
+
+    class HeldOut(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step % trainer.updates_per_iteration:
+                return
+            iteration = state.global_step // trainer.updates_per_iteration
+            if iteration % cfg.eval_every == 0 or iteration == cfg.iterations:
+                start = time.perf_counter()
+                record = trainer.records[-1]
+                record["eval"] = sg.evaluate(trainer.model, cfg, cfg.guided)
+                record["eval_seconds"] = time.perf_counter() - start
+                tqdm.write(f"TRL {cfg.variant} seed {cfg.seed} iter {iteration:4d}  lambda "
+                           f"{record['trust']:.2f}  held-out {sg.format_metrics(record['eval'])}")
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            trainer.records[-1].update({f"trl/{k}": v for k, v in (logs or {}).items()})
+
+    class QuietProgress(ProgressCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            pass  # the metrics are in log.jsonl; the held-out line is printed above
+
+    trainer.remove_callback(ProgressCallback)
+    return [HeldOut(), QuietProgress()]
+
+
+def main(argv=None):
+    check_trl()
+    cfg = parse_config(argv)
+    sg.check_transformers(sg.transformers.__version__)
+    device = sg.pick_device(cfg.device)
+    out = Path(cfg.out or f"runs/trl-{cfg.variant}-seed{cfg.seed}")
+    sg.writable_folder(cfg.prior_cache, "--prior-cache")
+    sg.writable_folder(out, "--out")
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    from datasets import Dataset
+    from transformers.utils import logging as transformers_logging
+    transformers_logging.set_verbosity_error()  # the Trainer's notices about a tiny model
+    # TRL gives the model a pad token, after which transformers warns that the rollout passes
+    # no attention mask; the rollout pads only episodes that have ended, whose tokens nothing
+    # later reads
+    warnings.filterwarnings("ignore", message=".*passing in an `attention_mask`")
+    # TRL 1.16 still calls transformers' old gradient-checkpointing names: nothing a user can change
+    warnings.filterwarnings("ignore", message=".*gradient_checkpointing.* is deprecated",
+                            category=FutureWarning)
+    sg.seed_everything(cfg.seed)
+    sg.load_or_train_prior(cfg, device)
+    prior_folder = Path(cfg.prior_cache) / f"prior-{sg.prior_key(cfg)}"
+    policy = sg.load_policy(prior_folder, cfg, device)  # TRL builds its reference from this path
+    before = [("prior, no guide (ReAct)", sg.evaluate(policy, cfg, guided=False)),
+              ("prior, guide (ReAct w/ SG)", sg.evaluate(policy, cfg, guided=True))]
+    for name, metrics in before:
+        tqdm.write(f"{name}: {sg.format_metrics(metrics)}")
+    trainer = make_trainer_class()(
+        model=policy, processing_class=sg.build_tokenizer(),
+        reward_funcs=[success_reward, guide_reward], args=grpo_config(cfg, out, device),
+        train_dataset=Dataset.from_dict({"prompt": [str(s) for s in task_seeds(cfg)]}),
+        rollout_func=make_rollout_func(cfg, device), selfguide_config=cfg)
+    for callback in selfguide_callbacks(trainer, cfg):
+        trainer.add_callback(callback)
+    start = time.perf_counter()
+    try:
+        trainer.train()
+    except KeyboardInterrupt:
+        sg.save_policy(trainer.model, out)
+        print(f"\nstopped by Ctrl-C; the policy trained so far is saved in {out}")
+        return None
+    minutes = (time.perf_counter() - start) / 60
+    sg.save_policy(trainer.model, out)
+    sg.write_atomic(out / "log.jsonl", "".join(json.dumps(r) + "\n" for r in trainer.records))
+    sg.write_atomic(out / "selfguide_config.json", json.dumps(dataclasses.asdict(cfg), indent=2))
+    rows = before + [
+        (f"trained on TRL ({cfg.variant}), final policy", trainer.records[-1]["eval"]),
+        (f"trained on TRL ({cfg.variant}), mean of the last {cfg.final_evals} evaluations",
+         sg.final_metrics(trainer.records, cfg.final_evals))]
+    table = sg.summary_table(rows)
+    sg.write_atomic(out / "summary.md", table + "\n")
+    print(f"\n{table}\n\ngreedy, {cfg.eval_tasks} held-out tasks; TRL {TRL_VERSION}, "
+          f"{minutes:.1f} min of training; policy, config and log.jsonl in {out}")
+    if cfg.show:
+        print("\n" + sg.show_episodes(trainer.model, cfg, cfg.show, cfg.guided))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
