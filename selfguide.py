@@ -177,14 +177,14 @@ class Config:
                                  "GRPO w/ SG & GR), oracle (GRPO with and without the oracle "
                                  "reward, by credit: where can a dense reward pay?), slot "
                                  "(what the guide slot costs GRPO, and why) or sampling (the "
-                                 "core rows with guides sampled at temperature 1 and 0.1 in "
-                                 "training)",
+                                 "core rows, and the guided ones with guides sampled in "
+                                 "training at the other temperature, 0.1 or 1)",
                         ["paper", "core", "oracle", "slot", "sampling"])
     controls: bool = setting(False, "--compare: add the control rows (oracle and random reward)")
     guards: bool = setting(False, "--compare: add the guard ablation rows")
     workers: int = setting(1, "--compare: seeds trained in parallel processes (1 thread each)")
-    plot: bool = setting(False, "draw the figure of --compare (or, alone, of the last one in "
-                                "--out) into assets/compare.png; needs matplotlib")
+    plot: bool = setting(False, "draw the figures of --compare (or, alone, of the comparison "
+                                "or the run in --out) into that folder; needs matplotlib")
     quick: bool = setting(False, "a smaller preset for a laptop demo: see QUICK")
     paper_faithful: bool = setting(False, "the paper as written: every guard off, trajectory "
                                           "credit, one token mean")
@@ -1254,11 +1254,18 @@ SLOT_ROWS = [  # --rows slot: why does the guide slot cost GRPO? (lambda = 0 in 
     ("  guides sampled at temperature 0.5", {"variant": "sg", "guide_temperature": 0.5}),
     ("  no guide KL", {"variant": "sg", "kl_guide": 0.0}),
 ]
-SAMPLING_ROWS = [  # --rows sampling: does the guide's sampling noise in training cost the slot?
-    *ROWS[:3],
-    ("GRPO w/ SG, guides at temperature 0.1", {"variant": "sg", "guide_temperature": 0.1}),
-    ("GRPO w/ SG & GR, guides at temperature 0.1", {"variant": "sg_gr", "guide_temperature": 0.1}),
-]
+
+
+def sampling_rows(guide_temperature: float) -> list:
+    """--rows sampling: does the sampling noise of the guides in training cost the slot? The
+    core rows, and the guided ones again at the other guide temperature (0.1, or 1 when the
+    run's own --guide-temperature is not 1)."""
+    other = 0.1 if guide_temperature == 1.0 else 1.0
+    return ROWS[:3] + [(f"{row}, guides at temperature {other:g}",
+                        {"variant": variant, "guide_temperature": other})
+                       for row, variant in [("GRPO w/ SG", "sg"), ("GRPO w/ SG & GR", "sg_gr")]]
+
+
 GUARD_ROWS = [  # --guards: which guard the full method needs, starting from the paper as written
     ("GRPO w/ SG & GR, paper-faithful", {"variant": "sg_gr", **PAPER_FAITHFUL}),
     ("  + guide KL only", {"variant": "sg_gr", **PAPER_FAITHFUL, "kl_guide": 0.1}),
@@ -1276,7 +1283,7 @@ GUARD_ROWS = [  # --guards: which guard the full method needs, starting from the
 def compare_rows(cfg: Config) -> list:
     """The rows --compare trains, in table order, each once."""
     rows = {"paper": ROWS, "core": ROWS[:3], "oracle": ORACLE_ROWS, "slot": SLOT_ROWS,
-            "sampling": SAMPLING_ROWS}[cfg.rows] \
+            "sampling": sampling_rows(cfg.guide_temperature)}[cfg.rows] \
         + (CONTROL_ROWS if cfg.controls else []) + (GUARD_ROWS if cfg.guards else [])
     return list(dict(rows).items())
 
@@ -1645,6 +1652,57 @@ def plot_compare(folder: Path, figure_path: Path):
     print(f"figure written to {figure_path}")
 
 
+def plot_co_evolution(folder: Path, figure_path: Path):
+    """Does the guide get better as its policy does? Each guided row's path through (success,
+    guide accuracy) over training, mean over seeds, from the prior (x) to the end (dot). Left:
+    the held-out greedy guide at each evaluation. Right: the training rollouts' sampled guides,
+    each point the mean of --eval-every iterations (from the rows' logs). The accuracy is on
+    the moves the prior misjudges (--cue-misjudge revisit) where there are such, else the
+    balanced accuracy."""
+    plt = pyplot()
+    results = json.loads((folder / "compare.json").read_text())
+    per_seed, cfg, seeds = results["per_seed"], results["config"], results["seeds"]
+    key = ("guide_accuracy_revisit" if cfg.get("cue_misjudge", "none") != "none"
+           else "guide_balanced_accuracy")
+    rows = [row for row in per_seed[0] if per_seed[0][row]["history"]
+            and per_seed[0][row]["final"].get(key) is not None]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.8), sharey=True)
+
+    def mean_path(paths):  # [[(x, y), ...] per seed] -> mean x and mean y per point
+        return ([mean_and_spread([p[k][0] for p in paths])[0] for k in range(len(paths[0]))],
+                [mean_and_spread([p[k][1] for p in paths])[0] for k in range(len(paths[0]))])
+
+    def sampled(seed, row):  # (success, accuracy) per window of eval_every training iterations
+        log = read_log(folder / f"seed{seed}-{slug(row)}.jsonl")
+        windows = [log[i:i + cfg["eval_every"]] for i in range(0, len(log), cfg["eval_every"])]
+        return [(mean_and_spread([r["success"] for r in w])[0],
+                 mean_and_spread([r.get(key) for r in w])[0]) for w in windows]
+
+    for row, color in zip(rows, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 2):
+        prior = [(s["ReAct w/ SG"]["final"]["success"], s["ReAct w/ SG"]["final"][key])
+                 for s in per_seed]
+        held_out = mean_path([[p] + [(m["success"], m[key]) for _, m in s[row]["history"]]
+                              for p, s in zip(prior, per_seed)])
+        for axis, (xs, ys) in [(axes[0], held_out),
+                               (axes[1], mean_path([sampled(seed, row) for seed in seeds]))]:
+            axis.plot(xs, ys, color=color, marker="o", markersize=2.5, linewidth=1,
+                      label=row.strip())
+            axis.plot(xs[0], ys[0], color=color, marker="x", markersize=7)
+            axis.plot(xs[-1], ys[-1], color=color, marker="o", markersize=7)
+    axes[0].set_title("held-out, greedy guide (x: the prior)", fontsize=9)
+    axes[1].set_title(f"training rollouts, sampled guides (mean of {cfg['eval_every']} "
+                      f"iterations)", fontsize=9)
+    axes[0].set_ylabel(key.replace("_", " "))
+    for axis in axes:
+        axis.set_xlabel("success")
+    axes[0].legend(fontsize=7, loc="best")
+    fig.suptitle(f"Co-evolution: does the guide improve with the policy? {len(seeds)} seeds, "
+                 f"mean", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(figure_path, dpi=110)
+    print(f"figure written to {figure_path}")
+
+
 def read_log(path: Path) -> list:
     """A run's log.jsonl; a last line cut short (the run was killed mid-write) is left out."""
     records = []
@@ -1889,7 +1947,8 @@ def main(argv=None):
             per_seed = run_compare(cfg) if cfg.compare else None
             folder = Path(cfg.out or "runs/compare")
             if cfg.plot and (folder / "compare.json").exists() and (per_seed or not cfg.compare):
-                plot_compare(folder, Path("assets/compare.png"))
+                plot_compare(folder, folder / "compare.png")
+                plot_co_evolution(folder, folder / "co-evolution.png")
             elif cfg.plot and not cfg.compare:
                 plot_run(folder)
             return per_seed

@@ -1410,6 +1410,16 @@ def test_an_interrupted_compare_resumes_to_the_table_of_an_uninterrupted_one(
         assert strip(log.read_text()) == strip((out / log.name).read_text()), log.name
 
 
+def test_plot_of_a_comparison_draws_its_figures_into_its_folder(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "c"
+    per_seed = sg.main(COMPARE_ARGS + ["--cue", "--cue-misjudge", "revisit", "--plot", "--out",
+                                       str(out), "--prior-cache", str(tmp_path / "priors")])
+    assert "guide_accuracy_revisit" in per_seed[0]["GRPO w/ SG"]["final"]
+    for figure in ("compare.png", "co-evolution.png"):
+        assert (out / figure).stat().st_size > 10_000
+
+
 def test_a_different_command_on_the_same_compare_folder_is_refused(tmp_path):
     cache = ["--prior-cache", str(tmp_path / "priors")]
     out = ["--out", str(tmp_path / "c")]
@@ -1640,7 +1650,7 @@ def trl_and_selfguide_losses(trainer, cfg, scored, batch):
 F = torch.nn.functional
 
 
-def test_trl_loss_and_gradients_equal_grpo_loss_where_they_should_agree(tmp_path):
+def test_trl_loss_and_gradients_equal_the_hand_rolled_loss_where_they_should_agree(tmp_path):
     """loss_type="bnpo", epsilon = clip, beta = the KL weight, use_bias_correction_kl=False:
     TRL's loss is the one selfguide writes by hand, value and gradient, per minibatch."""
     bridge, cfg, trainer = trl_trainer(tmp_path, iterations=6)
