@@ -16,12 +16,15 @@ the paper could not measure.
     python selfguide.py --cue                 # a maze whose moves the agent can judge (hot/cold cue)
     python selfguide.py --bench               # timings: rollout, training pass, iteration, Stage 0
     python selfguide.py --eval-only --init-from runs/sg_gr-seed0
+    python selfguide.py --show 1              # train, then watch a held-out episode step by step
+    python selfguide.py --plot --out runs/sg_gr-seed0   # a run's curves, into its folder
     python selfguide.py --help                # every setting, with its default
 
     python selfguide.py --compare --quick     # the paper's table on the toy, 2 seeds (~3 min)
     python selfguide.py --compare --controls --seeds 5 --workers 2 --size 12 \
         --min-distance 18 --max-steps 26 --cue  # the README's tables (see there)
     python selfguide.py --paper-faithful      # the paper as written: watch the guide collapse
+    python examples/trl_selfguide.py          # the same method on TRL's GRPOTrainer (README)
 
 Departures from the paper (--paper-faithful takes back 2 and 5; 1, 3, 4 and 6 are how the toy
 is built):

@@ -1267,37 +1267,25 @@ def test_main_saves_a_loadable_policy_config_and_log(tmp_path):
     assert again[1][1] == rows[2][1]  # greedy, with guide slot: the trained policy's numbers
 
 
-def test_ctrl_c_saves_what_was_trained(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_saves_what_was_trained(tmp_path, monkeypatch, capsys, stop):
+    import os
+    import signal
     real_iteration = sg.grpo_iteration
 
     def interrupted(policy, reference, cfg, state, iteration):
-        if iteration == 2:
+        if iteration == 2 and stop == "ctrl-c":
             raise KeyboardInterrupt
+        if iteration == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs before this returns
         return real_iteration(policy, reference, cfg, state, iteration)
 
     monkeypatch.setattr(sg, "grpo_iteration", interrupted)
     out = tmp_path / "run"
     assert sg.main(TINY_ARGS + ["--out", str(out), "--prior-cache", str(tmp_path / "p")]) is None
-    assert "stopped by Ctrl-C" in capsys.readouterr().out
-    assert (out / "model.safetensors").exists() and (out / "tokenizer.json").exists()
-    assert len((out / "log.jsonl").read_text().splitlines()) == 1
-
-
-def test_sigterm_stops_a_training_run_like_ctrl_c(tmp_path, capsys, monkeypatch):
-    import os
-    import signal
-    real_iteration = sg.grpo_iteration
-
-    def terminated(policy, reference, cfg, state, iteration):
-        if iteration == 2:
-            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs before this returns
-        return real_iteration(policy, reference, cfg, state, iteration)
-
-    monkeypatch.setattr(sg, "grpo_iteration", terminated)
-    out = tmp_path / "run"
-    assert sg.main(TINY_ARGS + ["--out", str(out), "--prior-cache", str(tmp_path / "p")]) is None
     assert "stopped by Ctrl-C or SIGTERM" in capsys.readouterr().out
     assert (out / "model.safetensors").exists() and (out / "tokenizer.json").exists()
+    assert len((out / "log.jsonl").read_text().splitlines()) == 1
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is main's alone
 
 

@@ -163,7 +163,8 @@ def make_trainer_class():
                                                logits_to_keep, batch_size=None,
                                                compute_entropy=False, **unused):
             """Log-probs of the completion tokens (B, logits_to_keep) under the constrained,
-            tempered distribution the rollout sampled from, and that distribution's entropy."""
+            tempered distribution the rollout sampled from, and that distribution's entropy.
+            (batch_size, TRL's chunking against memory peaks, is not needed at this size.)"""
             cfg = self.selfguide_config
             slots = episode_slots(cfg, input_ids.shape[1]).to(input_ids.device)
             slots = torch.where(attention_mask.bool(), slots, sg.SLOT_CONTEXT)       # (B, L)
