@@ -1001,7 +1001,8 @@ def episode_metrics(rollouts: Rollouts) -> dict:
     # apart for the moves back onto a visited cell, which --cue-misjudge revisit gets wrong
     revisit = rollouts.revisits[judged]
     for name, kind in [("revisit", revisit), ("other", ~revisit)]:
-        metrics[f"guide_accuracy_{name}"] = correct[kind].float().mean().item() if kind.any() else None
+        metrics[f"guide_accuracy_{name}"] = (correct[kind].float().mean().item()
+                                             if kind.any() else None)
     return metrics
 
 
@@ -1073,8 +1074,10 @@ def episode_text(batch: Rollouts, i: int, seed: int, cfg: Config) -> str:
     lines += [f"  {a:<{cfg.size + 4}}{''.join(b)}" for a, b in zip(start_map, walked)]
     outcome = (f"reached the goal in {len(moves)} moves (shortest {info['optimal_steps']})"
                if info["success"] else
-               f"did not reach the goal in {len(moves)} moves; it ended {info['distance']} moves away")
-    guide_line = [f"its guide was right about {right} of the {judged} moves it judged"] if judged else []
+               f"did not reach the goal in {len(moves)} moves; it ended {info['distance']} "
+               f"moves away")
+    guide_line = ([f"its guide was right about {right} of the {judged} moves it judged"]
+                  if judged else [])
     return "\n".join(lines + ["", outcome] + guide_line)
 
 
@@ -1490,7 +1493,7 @@ def pearson(xs, ys) -> float | None:
     return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else None
 
 
-RESULT_FREE_SETTINGS = ("workers", "threads", "plot", "quick", "out")  # numbers never depend on these
+RESULT_FREE_SETTINGS = ("workers", "threads", "plot", "quick", "out")  # no number depends on these
 
 
 def claim_compare_folder(out: Path, cfg: Config):
@@ -1542,7 +1545,8 @@ def run_compare(cfg: Config):
     units = compare_units(cfg, rows, configs)
     prompting = [c for c in configs if not unit_path(c).exists()]
     trunks = [(c, group) for c, group in units if not unit_path(c, group).exists()]
-    total, done = len(configs) + len(units), len(configs) + len(units) - len(prompting) - len(trunks)
+    total = len(configs) + len(units)
+    done = total - len(prompting) - len(trunks)
     if done:
         print(f"resuming {out}: {done} of {total} work units (seed x trunk) are saved there and "
               f"skipped; training the other {total - done}")
@@ -1590,7 +1594,7 @@ def run_compare(cfg: Config):
 
 
 def pyplot():
-    """matplotlib's pyplot, drawing to files only; matplotlib is optional (--plot alone needs it)."""
+    """matplotlib's pyplot, drawing to files; matplotlib is optional (only --plot needs it)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
