@@ -1656,6 +1656,7 @@ def test_trl_loss_and_gradients_equal_the_hand_rolled_loss_where_they_should_agr
 
 @pytest.mark.parametrize("setting, value", [
     ("loss_type", "grpo"), ("loss_type", "dapo"), ("loss_type", "dr_grpo"),
+    ("loss_type", "cispo"), ("loss_type", "sapo"), ("loss_type", "vespo"), ("loss_type", "luspo"),
     ("use_bias_correction_kl", True), ("delta", 1.1), ("epsilon_high", 0.28)])
 def test_trl_settings_that_are_not_selfguides_loss_give_another_loss(tmp_path, setting, value):
     bridge, cfg, trainer = trl_trainer(tmp_path, iterations=6)
@@ -1706,3 +1707,43 @@ def test_trl_bridge_refuses_what_trl_cannot_run_in_one_line(argv, message):
     with pytest.raises(SystemExit, match=message):
         bridge.parse_config(TINY_ARGS + argv)
     assert bridge.parse_config(TINY_ARGS).kl_action == 0.1  # beta: the guide's KL on every token
+
+
+def test_trl_own_group_advantage_is_besseled_and_its_environment_factory_refuses_our_tokenizer(
+        tmp_path):
+    """What the bridge replaces, and why: TRL's scale_rewards="group" divides by the
+    Bessel-corrected group std (+ 1e-4), so its advantage is sqrt((G - 1) / G) of
+    group_advantages'; and environment_factory needs a tool-calling chat template."""
+    from trl import GRPOConfig, GRPOTrainer
+    bridge, cfg, trainer = trl_trainer(tmp_path)
+    seeds = bridge.task_seeds(cfg)[:cfg.tasks_per_iter]
+    scored = GRPOTrainer._generate_and_score_completions(   # TRL's own, advantages not replaced
+        trainer, [{"prompt": str(s)} for s in seeds for _ in range(cfg.group_size)])
+    assert trainer.scale_rewards == "group"
+    ours = sg.group_advantages(trainer.episodes.env_return.view(-1, cfg.group_size)).flatten()
+    g = cfg.group_size
+    torch.testing.assert_close(scored["advantages"], ours * math.sqrt((g - 1) / g),
+                               atol=2e-3, rtol=2e-3)
+    assert (ours != 0).any()
+
+    class MazeEnv:
+        def reset(self, **kwargs):
+            return "at:0,0 goal:1,1 walls:none"
+
+        def move(self, direction: str) -> str:
+            """Move one cell.
+
+            Args:
+                direction: north, east, south or west
+            """
+            return "moved"
+
+    from datasets import Dataset
+    with pytest.raises(ValueError, match="does not support tool calling"):
+        GRPOTrainer(model=trainer.model, processing_class=sg.build_tokenizer(),
+                    reward_funcs=[bridge.success_reward], environment_factory=MazeEnv,
+                    args=GRPOConfig(output_dir=str(tmp_path / "env"), use_cpu=True, bf16=False,
+                                    report_to="none", per_device_train_batch_size=4,
+                                    num_generations=4),
+                    train_dataset=Dataset.from_dict({"prompt": [[{"role": "user",
+                                                                  "content": "go"}]] * 8}))
