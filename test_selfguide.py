@@ -1714,8 +1714,8 @@ def test_trl_own_group_advantage_is_besseled_and_its_environment_factory_refuses
     """What the bridge replaces, and why: TRL's scale_rewards="group" divides by the
     Bessel-corrected group std (+ 1e-4), so its advantage is sqrt((G - 1) / G) of
     group_advantages'; and environment_factory needs a tool-calling chat template."""
+    bridge, cfg, trainer = trl_trainer(tmp_path)  # skips without TRL
     from trl import GRPOConfig, GRPOTrainer
-    bridge, cfg, trainer = trl_trainer(tmp_path)
     seeds = bridge.task_seeds(cfg)[:cfg.tasks_per_iter]
     scored = GRPOTrainer._generate_and_score_completions(   # TRL's own, advantages not replaced
         trainer, [{"prompt": str(s)} for s in seeds for _ in range(cfg.group_size)])
