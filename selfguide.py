@@ -1604,6 +1604,16 @@ def pyplot():
     return plt
 
 
+def shade_trust(axis, iterations, trust):
+    """lambda(u) shaded behind a plot, on its own right-hand scale."""
+    shade = axis.twinx()
+    shade.fill_between(iterations, trust, color="0.9", step="mid", zorder=0)
+    shade.set_ylim(0, 1.05)
+    shade.set_ylabel("trust lambda(u)", color="0.5")
+    axis.set_zorder(shade.get_zorder() + 1)
+    axis.patch.set_visible(False)
+
+
 def plot_compare(folder: Path, figure_path: Path):
     """Top: each row's held-out success minus GRPO's on the same seed (paired: the priors'
     spread cancels), mean +- std over seeds, with lambda(u) shaded behind. Bottom: the
@@ -1626,12 +1636,7 @@ def plot_compare(folder: Path, figure_path: Path):
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 7), sharex=True)
     trust = per_seed[0]["GRPO w/ SG & GR"]["trust"]
     for axis in (top, bottom):
-        shade = axis.twinx()
-        shade.fill_between(range(1, len(trust) + 1), trust, color="0.9", step="mid", zorder=0)
-        shade.set_ylim(0, 1.05)
-        shade.set_ylabel("trust lambda(u)", color="0.5")
-        axis.set_zorder(shade.get_zorder() + 1)
-        axis.patch.set_visible(False)
+        shade_trust(axis, range(1, len(trust) + 1), trust)
     lines = [("GRPO w/ SG", "tab:blue"), ("GRPO w/ SG & GR", "tab:red"),
              ("GRPO w/ SG & GR, paper-faithful", "tab:orange"),
              ("control: oracle reward for the guide's", "tab:green"),
@@ -1734,12 +1739,7 @@ def plot_run(folder: Path) -> Path:
     iterations = [r["iteration"] for r in records]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 6.5), sharex=True)
     for axis in (top, bottom):
-        shade = axis.twinx()
-        shade.fill_between(iterations, [r["trust"] for r in records], color="0.9", step="mid")
-        shade.set_ylim(0, 1.05)
-        shade.set_ylabel("trust lambda(u)", color="0.5")
-        axis.set_zorder(shade.get_zorder() + 1)
-        axis.patch.set_visible(False)
+        shade_trust(axis, iterations, [r["trust"] for r in records])
     top.plot(iterations, [r["success"] for r in records], color="tab:blue", alpha=0.35,
              linewidth=0.8, label="training rollouts (sampled)")
     top.plot([i for i, _ in evals], [m["success"] for _, m in evals], color="tab:blue",
