@@ -99,9 +99,14 @@ class Config:
     cue: bool = setting(False, "show a hot/cold cue (cue:warmer / colder / same: did the last "
                                "move bring the goal closer?), so the agent can judge its moves: "
                                "the paper's familiar task")
+    dist: bool = setting(False, "show the maze distance to the goal instead (dist:K): judging "
+                                "the last move then means comparing K with the last step's, a "
+                                "familiar task where judging takes thought")
     cue_noise: float = setting(toy_env.CUE_NOISE,
-                               "share of its moves the cue-reading demonstrator misjudges")
-    cue_misjudge: str = setting("none", "a kind of move the cue-reading demonstrator misjudges "
+                               "share of its moves the demonstrator reading the cue (or dist) "
+                               "misjudges")
+    cue_misjudge: str = setting("none", "a kind of move the demonstrator reading the cue (or dist) "
+                                        "misjudges "
                                         "every time: revisit, every move back onto a visited "
                                         "cell is 'negative' (a systematic error; see toy_env)",
                                 list(toy_env.MISJUDGED))
@@ -208,8 +213,12 @@ class Config:
             raise ValueError("--enter-at is a fraction of training, in [0, 1]")
         if not 0.0 <= self.cue_noise <= 1.0:
             raise ValueError("--cue-noise is a share of moves, in [0, 1]")
-        if self.cue_misjudge != "none" and not self.cue:
-            raise ValueError("--cue-misjudge changes the cue-reading demonstrator: add --cue")
+        if self.cue_misjudge != "none" and not (self.cue or self.dist):
+            raise ValueError("--cue-misjudge changes the demonstrator that reads the cue or the "
+                             "distance: add --cue or --dist")
+        if self.cue and self.dist:
+            raise ValueError("--cue and --dist are two ways to show the last move's effect: "
+                             "give one")
         if min(self.temperature, self.guide_temperature, self.clip, self.lr, self.prior_lr) <= 0:
             raise ValueError("--temperature, --guide-temperature, --clip, --lr and --prior-lr "
                              "must be positive")
@@ -303,7 +312,7 @@ def seed_everything(seed: int):
 # (the paper's "ReAct" and "ReAct w/ SG").
 
 SPECIAL = ["<pad>", "<unk>", "<bos>", "<eos>", "<guided>", "<unguided>"]
-WORDS = SPECIAL + list(GUIDES) + list(ACTIONS) + list(toy_env.VOCAB)
+WORDS = SPECIAL + list(GUIDES) + list(ACTIONS) + list(toy_env.VOCAB) + list(toy_env.DIST_VOCAB)
 WORD_ID = {word: i for i, word in enumerate(WORDS)}
 PAD, BOS, EOS, GUIDED, UNGUIDED = (WORD_ID[w] for w in ["<pad>", "<bos>", "<eos>", "<guided>",
                                                          "<unguided>"])
@@ -349,14 +358,20 @@ def slot_vocab_mask(device) -> torch.Tensor:
 
 def episode_length(cfg: Config) -> int:
     """Tokens in the longest episode: <bos> <mode>, then per step the observation's words
-    (3, or 4 with the cue), a guide and an action."""
-    return 2 + cfg.max_steps * (toy_env.observation_words(cfg.cue) + 2)
+    (3, or 4 with the cue or the distance), a guide and an action."""
+    return 2 + cfg.max_steps * (toy_env.observation_words(cfg.cue, cfg.dist) + 2)
+
+
+def vocab_size(cfg: Config) -> int:
+    """Words the policy's embedding holds: the dist:K words come last and only with --dist, so
+    every other setting keeps the vocabulary (and the cached priors) it always had."""
+    return len(WORDS) - (0 if cfg.dist else len(toy_env.DIST_VOCAB))
 
 
 def make_policy(cfg: Config):
     from transformers import GPT2Config, GPT2LMHeadModel
     config = GPT2Config(
-        vocab_size=len(WORDS), n_positions=episode_length(cfg), n_embd=cfg.n_embd,
+        vocab_size=vocab_size(cfg), n_positions=episode_length(cfg), n_embd=cfg.n_embd,
         n_layer=cfg.n_layer, n_head=cfg.n_head,
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,  # dropout off: rollout and update
         # GPT-2's tanh approximation of GELU as one fused kernel instead of five Python ops
@@ -447,7 +462,8 @@ EVAL_SEED_BASE = 10**9   # ... and the held-out tasks yet another range
 
 
 def make_env(cfg: Config) -> GridWorld:
-    return GridWorld(cfg.size, cfg.wall_prob, cfg.min_distance, cfg.max_steps, cue=cfg.cue)
+    return GridWorld(cfg.size, cfg.wall_prob, cfg.min_distance, cfg.max_steps, cue=cfg.cue,
+                     dist=cfg.dist)
 
 
 def encode_episode(steps, guided: bool):
@@ -512,9 +528,10 @@ def prior_key(cfg: Config) -> str:
     """The settings a prior depends on; a change to any of them trains a new one."""
     names = ["size", "wall_prob", "min_distance", "max_steps", "cue", "cue_noise", "n_layer",
              "n_embd", "n_head", "prior_episodes", "prior_epochs", "prior_batch", "prior_lr", "seed"]
-    if cfg.cue_misjudge != "none":  # named only when set, so earlier keys stay valid
-        names.append("cue_misjudge")
-    text = json.dumps({"words": len(WORDS), **{n: getattr(cfg, n) for n in names}}, sort_keys=True)
+    # named only when set, so the priors cached before these settings existed keep their keys
+    names += [n for n in ("cue_misjudge", "dist") if getattr(cfg, n) not in ("none", False)]
+    text = json.dumps({"words": vocab_size(cfg), **{n: getattr(cfg, n) for n in names}},
+                      sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -630,17 +647,19 @@ def check_saved_policy(folder, cfg: Config):
                          f"model.safetensors); give a folder written by selfguide.py")
     try:
         saved = json.loads((path / "config.json").read_text())
-        vocab_size, positions = saved["vocab_size"], saved["n_positions"]
+        words, positions = saved["vocab_size"], saved["n_positions"]
     except (ValueError, KeyError):
         raise SystemExit(f"error: {str(folder)!r}/config.json is not a GPT-2 config written by "
                          f"selfguide.py") from None
-    if vocab_size != len(WORDS):
+    if words != vocab_size(cfg):
         raise SystemExit(f"error: {str(folder)!r} was trained with another vocabulary "
-                         f"({vocab_size} words, this file has {len(WORDS)})")
+                         f"({words} words; these settings have {vocab_size(cfg)}"
+                         f"{'' if cfg.dist else ', or was it trained with --dist?'})")
     if positions < episode_length(cfg):
         raise SystemExit(f"error: {str(folder)!r} holds episodes of at most {positions} tokens, "
                          f"too few for --max-steps {cfg.max_steps}"
-                         f"{' with the cue' if cfg.cue else ''} ({episode_length(cfg)} tokens)")
+                         f"{' with the cue' if cfg.cue else ''}{' with --dist' if cfg.dist else ''}"
+                         f" ({episode_length(cfg)} tokens)")
 
 
 def load_policy(folder, cfg: Config, device):
@@ -1656,7 +1675,8 @@ def plot_compare(folder: Path, figure_path: Path):
     bottom.set_ylabel("guide vs true progress: balanced\naccuracy (solid), positive share (dotted)")
     bottom.set_xlabel("GRPO iteration")
     maze = (f"{cfg['size']}x{cfg['size']} maze, start >= {cfg['min_distance']} steps away, "
-            f"{cfg['max_steps']} moves{', hot/cold cue' if cfg['cue'] else ''}")
+            f"{cfg['max_steps']} moves{', hot/cold cue' if cfg['cue'] else ''}"
+            f"{', dist:K' if cfg.get('dist') else ''}")
     top.set_title(f"Self-Guide on the toy: {maze}; {len(per_seed)} seeds, mean ± std", fontsize=9)
     fig.tight_layout()
     figure_path.parent.mkdir(parents=True, exist_ok=True)

@@ -310,6 +310,53 @@ def test_cue_demonstrator_misjudging_revisits_is_wrong_there_every_time_and_righ
         sg.parse_config(["--cue-misjudge", "revisit"])  # it changes the cue reader: needs --cue
 
 
+def test_dist_word_is_the_maze_distance_and_its_demonstrator_compares_it_with_the_last():
+    env = GridWorld(dist=True, size=12, min_distance=18, max_steps=26)
+    for seed in range(10):
+        observation, info = env.reset(seed=seed)
+        for step in range(8):
+            words = observation.split()
+            assert len(words) == toy_env.observation_words(cue=False, dist=True) == 4
+            assert words[3] in toy_env.DIST_VOCAB and words[3] not in toy_env.VOCAB
+            assert toy_env.parse_observation(observation)[3] == info["distance"]
+            observation, _, terminated, truncated, info = env.step(ACTIONS[(seed + step) % 4])
+            if terminated or truncated:
+                break
+    # Comparing K with the last step's K tells the demonstrator what the cue would: the same
+    # guides and moves, misjudged on the same draws; only the fourth word differs.
+    cue_env = GridWorld(cue=True, size=12, min_distance=18, max_steps=26)
+    for seed in range(30):
+        with_dist, _ = toy_env.demonstrate(env, seed, cue_misjudge="revisit")
+        with_cue, _ = toy_env.demonstrate(cue_env, seed, cue_misjudge="revisit")
+        assert [s[1:] for s in with_dist] == [s[1:] for s in with_cue]
+        assert [s[0].split()[:3] for s in with_dist] == [s[0].split()[:3] for s in with_cue]
+    with pytest.raises(ValueError, match="not both"):
+        GridWorld(cue=True, dist=True)
+    with pytest.raises(ValueError, match="malformed"):
+        toy_env.parse_observation("at:1,2 goal:3,4 walls:N dist:far")
+
+
+def test_dist_words_extend_the_vocabulary_only_under_dist(tmp_path, capsys):
+    # Every other setting keeps the vocabulary, the prior keys and the weights it always had.
+    plain, dist = tiny_config(), tiny_config(dist=True)
+    assert sg.vocab_size(plain) == len(sg.WORDS) - len(toy_env.DIST_VOCAB) == 321
+    assert sg.prior_key(sg.Config()) == "e3c802d7da8e"  # the key before --dist existed
+    assert sg.prior_key(sg.Config(cue=True)) == "b47886d687b8"
+    assert sg.make_policy(dist).config.vocab_size == len(sg.WORDS)
+    assert sg.episode_length(dist) == sg.episode_length(tiny_config(cue=True))
+    batch = sg.rollout(tiny_policy(dist=True), [3, 4], True, dist, greedy=True)
+    dist_ids = {sg.WORD_ID[w] for w in toy_env.DIST_VOCAB}
+    assert any(int(t) in dist_ids for t in batch.tokens.flatten())
+    sg.save_policy(tiny_policy(dist=True), tmp_path / "d")
+    with pytest.raises(SystemExit, match="another vocabulary.*--dist"):
+        sg.load_policy(tmp_path / "d", plain, "cpu")
+    assert sg.load_policy(tmp_path / "d", dist, "cpu").config.vocab_size == len(sg.WORDS)
+    with pytest.raises(SystemExit):
+        sg.parse_config(["--cue", "--dist"])
+    assert "give one" in capsys.readouterr().err
+    assert sg.parse_config(["--dist", "--cue-misjudge", "revisit"]).dist
+
+
 def test_cue_reading_demonstrator_steps_back_after_a_negative_judgement():
     import random
     args = dict(position=(3, 3), goal=(0, 0), blocked="", visited={(3, 3), (3, 2)},

@@ -18,11 +18,18 @@ move from what it sees, the way a pretrained LLM can judge its progress in a fam
 
     at:3,5 goal:7,1 walls:NW cue:warmer
 
+With `dist=True` the fourth word is instead the maze distance to the goal (`dist:K`, the BFS
+steps left). The move's effect is still in what the agent sees, but judging it now takes a
+thought: comparing this step's K with the last step's, six tokens back, rather than reading
+one word:
+
+    at:3,5 goal:7,1 walls:NW dist:9
+
 The module also holds the imperfect demonstrator that gives a tiny model its "pretrained"
 prior (see DESIGN.md, "Stage 0"): it judges its own last step from what it can see and
 remember, says so in one word, and lets that judgement steer its next move. Without the cue
-it judges by a Manhattan-distance heuristic; with the cue it reads the cue but misjudges a
-share of its moves.
+it judges by a Manhattan-distance heuristic; with the cue (or dist:K, which it compares with
+the last step's) it reads the truth but misjudges a share of its moves.
 
     python toy_env.py            # print a maze, and the demonstrator's figures on 1,000 seeds
 
@@ -72,14 +79,17 @@ VOCAB: tuple[str, ...] = tuple(
     + _all_wall_words()
     + [f"cue:{word}" for word in CUES]
 )
-"""Every observation word, for any grid up to MAX_SIZE x MAX_SIZE. Guides and actions are
-separate (`GUIDES`, `ACTIONS`) because the agent writes them rather than reads them."""
+"""Every observation word, for any grid up to MAX_SIZE x MAX_SIZE (but dist:K). Guides and
+actions are separate (`GUIDES`, `ACTIONS`) because the agent writes them rather than reads them."""
+
+DIST_VOCAB: tuple[str, ...] = tuple(f"dist:{k}" for k in range(MAX_SIZE * MAX_SIZE))
+"""The distance words (dist=True): no maze path is longer than its cells. Kept apart from
+VOCAB so that the vocabulary of every other setting stays as it was."""
 
 
-
-def observation_words(cue: bool) -> int:
-    """Words per observation: position, goal, wall mask, and the cue if it is shown."""
-    return 4 if cue else 3
+def observation_words(cue: bool, dist: bool = False) -> int:
+    """Words per observation: position, goal, wall mask, and the cue or the distance if shown."""
+    return 4 if cue or dist else 3
 
 
 def true_polarity(progress: int) -> str:
@@ -147,7 +157,8 @@ class GridWorld:
     MAX_TRIES = 2000  # layouts drawn per reset before giving up with a clear error
 
     def __init__(self, size: int = 9, wall_prob: float = 0.3, min_distance: int = 12,
-                 max_steps: int = 24, seed: int | None = None, cue: bool = False):
+                 max_steps: int = 24, seed: int | None = None, cue: bool = False,
+                 dist: bool = False):
         if not isinstance(size, int) or not 2 <= size <= MAX_SIZE:
             raise ValueError(f"size must be an integer in [2, {MAX_SIZE}], got {size!r}")
         if not 0.0 <= wall_prob < 1.0:
@@ -160,8 +171,11 @@ class GridWorld:
                 f"farthest cells are 2*(size-1) = {2 * (size - 1)} steps apart")
         if not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+        if cue and dist:
+            raise ValueError("show the hot/cold cue or the distance (dist:K), not both")
         self.size, self.wall_prob = size, wall_prob
         self.min_distance, self.max_steps, self.cue = min_distance, max_steps, cue
+        self.dist = dist
         self._rng = random.Random(seed)
         self._done = True
         self._position = None
@@ -219,6 +233,8 @@ class GridWorld:
                  _walls_word(self._walls[self._position])]
         if self.cue:
             words.append(f"cue:{self._cue}")
+        if self.dist:
+            words.append(f"dist:{self._distance[self._position]}")
         return " ".join(words)
 
     def _info(self, progress: int, bumped: bool, revisited: bool) -> dict:
@@ -244,22 +260,24 @@ class GridWorld:
 
 
 def parse_observation(observation: str):
-    """(position, goal, blocked letters, cue) from an observation string, the cue one of CUES
-    or None when it is not shown; ValueError if malformed."""
+    """(position, goal, blocked letters, cue) from an observation string, the cue one of CUES,
+    the distance K (an int) for dist:K, or None when neither is shown; ValueError if malformed."""
     words = observation.split()
     try:
-        at, goal, walls, *cue = words
+        at, goal, walls, *extra = words
         position = tuple(int(v) for v in at.removeprefix("at:").split(","))
         target = tuple(int(v) for v in goal.removeprefix("goal:").split(","))
+        cue = extra[0].removeprefix("cue:") if extra else None
+        if extra and extra[0].startswith("dist:"):
+            cue = int(extra[0].removeprefix("dist:"))
         if not (at.startswith("at:") and goal.startswith("goal:") and walls.startswith("walls:")
-                and len(cue) <= 1 and all(word.removeprefix("cue:") in CUES for word in cue)):
+                and len(extra) <= 1 and (cue is None or cue in CUES or isinstance(cue, int))):
             raise ValueError
     except ValueError:
-        raise ValueError(f"malformed observation {observation!r}; expected "
-                         f"'at:R,C goal:R,C walls:LETTERS' and optionally 'cue:WORD'") from None
+        raise ValueError(f"malformed observation {observation!r}; expected 'at:R,C goal:R,C "
+                         f"walls:LETTERS' and optionally 'cue:WORD' or 'dist:K'") from None
     blocked = walls.removeprefix("walls:")
-    return position, target, "" if blocked == "none" else blocked, \
-        cue[0].removeprefix("cue:") if cue else None
+    return position, target, "" if blocked == "none" else blocked, cue
 
 
 # --- The imperfect demonstrator (the Stage 0 prior's teacher) ---
@@ -337,7 +355,8 @@ def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15,
                 cue_noise: float = CUE_NOISE, cue_misjudge: str = "none"):
     """Play one episode of task `seed` with the demonstrator (the cue-reading one if the
     environment shows the cue, misjudging a share `cue_noise` of its moves and every move of
-    the kind `cue_misjudge`).
+    the kind `cue_misjudge`; with dist:K it compares K with the last step's, which tells it
+    what the cue would, and reads that the same way).
 
     Returns (steps, infos): steps is a list of (observation, guide, action), where the guide
     judges the step that led to the observation (the first guide has nothing to judge and is
@@ -346,15 +365,20 @@ def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15,
     observation, _ = env.reset(seed=seed)
     position, goal, blocked, cue = parse_observation(observation)
     previous, last_action, visited = position, None, set()
-    steps, infos, done = [], [], False
+    steps, infos, done, last_distance = [], [], False, None
     while not done:
-        if env.cue:
+        if env.dist:  # the comparison the agent has to make: this K against the last step's
+            distance = cue
+            cue = ("start" if last_distance is None
+                   else CUE_OF_PROGRESS[(last_distance > distance) - (last_distance < distance)])
+            last_distance = distance
+        if env.cue or env.dist:
             guide = cue_guide(cue, rng, cue_noise, position in visited, cue_misjudge)
         else:
             guide = demonstrator_guide(position, previous, visited, goal)
         visited.add(position)
         action = demonstrator_action(guide, position, goal, blocked, last_action, visited,
-                                     rng, epsilon, backtrack=env.cue)
+                                     rng, epsilon, backtrack=env.cue or env.dist)
         steps.append((observation, guide, action))
         observation, _, terminated, truncated, info = env.step(action)
         infos.append(info)
@@ -400,10 +424,11 @@ if __name__ == "__main__":
     mazes = {"default maze": {}, "sparse maze (12x12, >= 18, 26 moves)":
              {"size": 12, "min_distance": 18, "max_steps": 26}}
     for name, settings in mazes.items():
-        for cue in (False, True):
+        for shown, reads in ({}, ""), ({"cue": True}, " reading the cue"), \
+                ({"dist": True}, " comparing dist:K"):
             start = time.perf_counter()
-            report = demonstrator_report(GridWorld(cue=cue, **settings), range(1000))
-            print(f"{name}, demonstrator{' reading the cue' if cue else ''}, 1,000 seeds: "
+            report = demonstrator_report(GridWorld(**shown, **settings), range(1000))
+            print(f"{name}, demonstrator{reads}, 1,000 seeds: "
                   f"success {report['success']:.3f}; its guide agrees with true progress "
                   f"{report['guide_accuracy']:.3f} (balanced "
                   f"{report['guide_balanced_accuracy']:.3f}); {time.perf_counter() - start:.2f} s")

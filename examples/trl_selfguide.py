@@ -102,7 +102,8 @@ def episode_slots(cfg: sg.Config, length: int) -> torch.Tensor:
     """(length,) the slot of each position of an episode's token stream. Every episode is a
     prefix of the longest one, whose layout is fixed ([<bos>, <mode>], then per step the
     observation's words, the guide, the action), so the slots follow from positions alone."""
-    step = ("at:0,0 goal:0,0 walls:none" + (" cue:start" if cfg.cue else ""), "neutral", "north")
+    shown = " cue:start" if cfg.cue else " dist:0" if cfg.dist else ""
+    step = ("at:0,0 goal:0,0 walls:none" + shown, "neutral", "north")
     _, slots = sg.encode_episode([step] * cfg.max_steps, cfg.guided)
     return torch.tensor(slots[:length])
 
