@@ -13,7 +13,7 @@ the paper could not measure.
 
     python selfguide.py                       # the full method, prior included (~1 min on a CPU)
     python selfguide.py --variant grpo        # env reward only; also: sg (guide, lambda = 0)
-    python selfguide.py --cue                 # a maze whose moves the agent can judge (hot/cold cue)
+    python selfguide.py --no-cue              # a maze whose moves the agent cannot judge
     python selfguide.py --bench               # timings: rollout, training pass, iteration, Stage 0
     python selfguide.py --eval-only --init-from runs/sg_gr-seed0
     python selfguide.py --show 1              # train, then watch a held-out episode step by step
@@ -21,13 +21,13 @@ the paper could not measure.
     python selfguide.py --help                # every setting, with its default
 
     python selfguide.py --compare --quick     # the paper's table on the toy, 2 seeds (~3 min)
-    python selfguide.py --compare --controls --seeds 5 --workers 2 --size 12 \
-        --min-distance 18 --max-steps 26 --cue  # the README's tables (see there)
+    python selfguide.py --compare --rows sampling --seeds 10 --seed 500 --workers 2
+                                              # the README's main table (see there)
     python selfguide.py --paper-faithful      # the paper as written: watch the guide collapse
     python examples/trl_selfguide.py          # the same method on TRL's GRPOTrainer (README)
 
-Departures from the paper (--paper-faithful takes back 2 and 5; 1, 3, 4 and 6 are how the toy
-is built):
+Departures from the paper (--paper-faithful takes back 2, 5 and 7; 1, 3, 4 and 6 are how the
+toy is built):
 1. A "Stage 0" prior stands in for the pretrained LLM. A model trained from scratch does not
    know what "positive" means, so we first clone an imperfect demonstrator (toy_env) whose
    moves react to its own self-assessment. That prior is the reference policy of the KL term
@@ -52,6 +52,12 @@ is built):
    success is rare (README, "When does Self-Guide pay?").
 6. The guide is one word that judges the move just made, not a free-text assessment: the
    toy's tokenizer is word-level, and one word is all that guide_to_reward reads.
+7. Guides are sampled at temperature 0.1 in training (--guide-temperature; actions at 1). The
+   cloned prior learned its demonstrator's random misjudgements as probability mass, so at
+   temperature 1 its guides are wrong where its greedy guide is right, and the action learns
+   to act on them; a pretrained LLM is confident where it knows. In the default (familiar)
+   maze this is what lets the paper's ordering show; where the greedy guide is itself often
+   wrong (--no-cue) it locks the errors in (README, "When does Self-Guide pay?", section 5).
 """
 from __future__ import annotations
 
@@ -92,13 +98,16 @@ def setting(default, help: str, choices=None):
 @dataclass
 class Config:
     # the environment (toy_env.GridWorld)
-    size: int = setting(9, "maze side length")
+    # (the default maze is the one where the paper's ordering shows: README, "When does
+    # Self-Guide pay?"; today's maze of the earlier tables is --size 9 --min-distance 12
+    # --max-steps 24 --no-cue)
+    size: int = setting(12, "maze side length")
     wall_prob: float = setting(0.3, "probability that a cell is a wall")
-    min_distance: int = setting(12, "shortest path from start to goal is at least this long")
-    max_steps: int = setting(24, "moves before an episode is truncated")
-    cue: bool = setting(False, "show a hot/cold cue (cue:warmer / colder / same: did the last "
-                               "move bring the goal closer?), so the agent can judge its moves: "
-                               "the paper's familiar task")
+    min_distance: int = setting(18, "shortest path from start to goal is at least this long")
+    max_steps: int = setting(26, "moves before an episode is truncated")
+    cue: bool = setting(True, "show a hot/cold cue (cue:warmer / colder / same: did the last "
+                              "move bring the goal closer?), so the agent can judge its moves: "
+                              "the paper's familiar task (--no-cue: the unfamiliar one)")
     dist: bool = setting(False, "show the maze distance to the goal instead (dist:K): judging "
                                 "the last move then means comparing K with the last step's, a "
                                 "familiar task where judging takes thought")
@@ -158,7 +167,8 @@ class Config:
     clip: float = setting(0.2, "PPO clip range of the importance ratio")
     max_grad_norm: float = setting(1.0, "gradient clipping")
     temperature: float = setting(1.0, "sampling temperature of actions during training")
-    guide_temperature: float = setting(1.0, "sampling temperature of guides during training")
+    guide_temperature: float = setting(0.1, "sampling temperature of guides during training "
+                                            "(departure 7; the paper: the sampler's own, 1)")
     advantage: str = setting("grpo", "grpo: (R - mean) / std; drgrpo: R - mean (Dr. GRPO)",
                              ["grpo", "drgrpo"])
     # evaluation and bookkeeping
@@ -217,8 +227,8 @@ class Config:
             raise ValueError("--cue-misjudge changes the demonstrator that reads the cue or the "
                              "distance: add --cue or --dist")
         if self.cue and self.dist:
-            raise ValueError("--cue and --dist are two ways to show the last move's effect: "
-                             "give one")
+            raise ValueError("--dist shows the distance in place of the hot/cold cue, which "
+                             "is on by default: add --no-cue")
         if min(self.temperature, self.guide_temperature, self.clip, self.lr, self.prior_lr) <= 0:
             raise ValueError("--temperature, --guide-temperature, --clip, --lr and --prior-lr "
                              "must be positive")
@@ -250,7 +260,7 @@ class Config:
 
 
 PAPER_FAITHFUL = {"kl_guide": 0.0, "internal_return": "sum", "guide_advantage": "composite",
-                  "credit": "trajectory", "token_mean": "all"}
+                  "credit": "trajectory", "token_mean": "all", "guide_temperature": 1.0}
 QUICK = {"seeds": 2, "workers": 2, "rows": "core"}
 
 

@@ -307,7 +307,7 @@ def test_cue_demonstrator_misjudging_revisits_is_wrong_there_every_time_and_righ
     assert report["guide_accuracy_revisit"] == pytest.approx(revisit_truths.count("negative")
                                                              / len(revisit_truths))
     with pytest.raises(SystemExit):
-        sg.parse_config(["--cue-misjudge", "revisit"])  # it changes the cue reader: needs --cue
+        sg.parse_config(["--cue-misjudge", "revisit", "--no-cue"])  # it changes the cue reader
 
 
 def test_dist_word_is_the_maze_distance_and_its_demonstrator_compares_it_with_the_last():
@@ -340,8 +340,9 @@ def test_dist_words_extend_the_vocabulary_only_under_dist(tmp_path, capsys):
     # Every other setting keeps the vocabulary, the prior keys and the weights it always had.
     plain, dist = tiny_config(), tiny_config(dist=True)
     assert sg.vocab_size(plain) == len(sg.WORDS) - len(toy_env.DIST_VOCAB) == 321
-    assert sg.prior_key(sg.Config()) == "e3c802d7da8e"  # the key before --dist existed
-    assert sg.prior_key(sg.Config(cue=True)) == "b47886d687b8"
+    today = dict(size=9, min_distance=12, max_steps=24, cue=False)  # keys before --dist existed
+    assert sg.prior_key(sg.Config(**today)) == "e3c802d7da8e"
+    assert sg.prior_key(sg.Config(**{**today, "cue": True})) == "b47886d687b8"
     assert sg.make_policy(dist).config.vocab_size == len(sg.WORDS)
     assert sg.episode_length(dist) == sg.episode_length(tiny_config(cue=True))
     batch = sg.rollout(tiny_policy(dist=True), [3, 4], True, dist, greedy=True)
@@ -352,9 +353,9 @@ def test_dist_words_extend_the_vocabulary_only_under_dist(tmp_path, capsys):
         sg.load_policy(tmp_path / "d", plain, "cpu")
     assert sg.load_policy(tmp_path / "d", dist, "cpu").config.vocab_size == len(sg.WORDS)
     with pytest.raises(SystemExit):
-        sg.parse_config(["--cue", "--dist"])
-    assert "give one" in capsys.readouterr().err
-    assert sg.parse_config(["--dist", "--cue-misjudge", "revisit"]).dist
+        sg.parse_config(["--dist"])
+    assert "add --no-cue" in capsys.readouterr().err
+    assert sg.parse_config(["--dist", "--no-cue", "--cue-misjudge", "revisit"]).dist
 
 
 def test_cue_reading_demonstrator_steps_back_after_a_negative_judgement():
@@ -377,7 +378,8 @@ import selfguide as sg  # noqa: E402
 
 TINY = dict(size=5, wall_prob=0.2, min_distance=4, max_steps=8, n_layer=1, n_embd=32, n_head=2,
             prior_episodes=64, prior_epochs=1, prior_batch=32, iterations=4, tasks_per_iter=4,
-            group_size=4, eval_tasks=16, eval_every=2, minibatches=2)
+            group_size=4, eval_tasks=16, eval_every=2, minibatches=2, cue=False,
+            guide_temperature=1.0)
 
 
 def tiny_config(**overrides) -> sg.Config:
@@ -415,6 +417,16 @@ def test_paper_faithful_switches_every_guard_off():
     assert (faithful.kl_guide, faithful.internal_return, faithful.guide_advantage) == \
         (0.0, "sum", "composite")
     assert (default.credit, faithful.credit, faithful.token_mean) == ("step", "trajectory", "all")
+    assert (default.guide_temperature, faithful.guide_temperature) == (0.1, 1.0)  # departure 7
+
+
+def test_defaults_are_the_familiar_maze_where_the_papers_ordering_shows():
+    # README, section 5: chosen on tuning seeds, confirmed on ten fresh ones
+    default = sg.parse_config([])
+    assert (default.size, default.min_distance, default.max_steps) == (12, 18, 26)
+    assert default.cue and not default.dist and default.guide_temperature == 0.1
+    assert sg.parse_config(["--no-cue"]).cue is False  # the unfamiliar maze, one flag away
+    assert sg.compare_rows(default)[:3] == sg.ROWS[:3]
 
 
 def test_quick_preset_changes_defaults_but_explicit_flags_win():
@@ -1298,7 +1310,8 @@ def test_exercise_5_summed_oracle_rewards_telescope_to_the_distance_covered():
 TINY_ARGS = ["--size", "5", "--wall-prob", "0.2", "--min-distance", "4", "--max-steps", "8",
              "--n-embd", "32", "--n-head", "2", "--prior-episodes", "16", "--prior-epochs", "1",
              "--iterations", "3", "--tasks-per-iter", "2", "--group-size", "4",
-             "--eval-tasks", "8", "--eval-every", "2", "--minibatches", "2"]
+             "--eval-tasks", "8", "--eval-every", "2", "--minibatches", "2", "--no-cue",
+             "--guide-temperature", "1"]
 
 
 def test_main_saves_a_loadable_policy_config_and_log(tmp_path):
@@ -1528,7 +1541,7 @@ def test_missing_init_from_fails_before_any_work(tmp_path):
 def test_incompatible_init_from_is_named(tmp_path):
     policy = tiny_policy()
     sg.save_policy(policy, tmp_path / "small")
-    with pytest.raises(SystemExit, match="too few for --max-steps 24"):
+    with pytest.raises(SystemExit, match="too few for --max-steps 26 with the cue"):
         sg.main(["--eval-only", "--init-from", str(tmp_path / "small")])
     config = json.loads((tmp_path / "small" / "config.json").read_text())
     config["vocab_size"] = 10
