@@ -11,9 +11,10 @@ The agent is a tiny GPT-2 (transformers' GPT2LMHeadModel) and the world a text m
 (toy_env.py) whose true shortest-path distances let us score every self-assessment: something
 the paper could not measure.
 
-    python selfguide.py                       # the full method, prior included (~1 min on a CPU)
+    python selfguide.py                       # the full method, prior included (~1.5 min, CPU)
     python selfguide.py --variant grpo        # env reward only; also: sg (guide, lambda = 0)
     python selfguide.py --no-cue              # a maze whose moves the agent cannot judge
+    python selfguide.py --no-cue --dist --prior-epochs 8  # judging takes thought: dist:K
     python selfguide.py --bench               # timings: rollout, training pass, iteration, Stage 0
     python selfguide.py --eval-only --init-from runs/sg_gr-seed0
     python selfguide.py --show 1              # train, then watch a held-out episode step by step
@@ -948,14 +949,16 @@ def per_token(slots, action_advantages, guide_advantages):
 
 # --- GRPO: clipped surrogate with a k3 KL to the reference, token-level aggregation ---
 
+KL_LOG_RATIO_MAX = 20.0  # see grpo_loss; below it the loss is the formula's, to the last bit
+
 def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
               reference_logprobs=None, kl_weights=None, token_mean: str = "all"):
     """All inputs (N, L), aligned with the tokens; slots marks the guide and action tokens,
     advantages each token's advantage, kl_weights the KL weight per token (guide and action
     weighted apart).
 
-    loss = mean over generated tokens of -min(rho A, clip(rho) A) + beta * KL_k3(pi || ref).
-    token_mean "per_slot" takes that mean over the guide and the action tokens apart and adds
+    loss = mean over generated tokens of -min(rho A, clip(rho) A) + beta * KL_k3(pi || ref),
+    KL_k3 = e^x - x - 1 with x = log ref - log pi clamped at KL_LOG_RATIO_MAX. token_mean "per_slot" takes that mean over the guide and the action tokens apart and adds
     the two, so the actions' term is what it would be without a guide slot."""
     if token_mean not in ("all", "per_slot"):
         raise ValueError(f"unknown token_mean {token_mean!r}; use all or per_slot")
@@ -966,7 +969,13 @@ def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
     per_token_loss = -surrogate
     kl = torch.zeros_like(per_token_loss)
     if reference_logprobs is not None:
+        # k3 grows as e^x in x = log ref - log pi: a sampled guide whose (tempered) log-prob
+        # an update pushes down by 20 or more gives a loss of e^20, and past e^88 inf, then NaN
+        # weights (seen under --dist at guide temperature 0.1). x is clamped at KL_LOG_RATIO_MAX,
+        # as verl does; such a token then gets no KL gradient, as the clip gives none to a
+        # ratio far outside its range.
         log_ref_ratio = torch.where(generated, reference_logprobs - new_logprobs, 0.0)
+        log_ref_ratio = log_ref_ratio.clamp(max=KL_LOG_RATIO_MAX)
         kl = log_ref_ratio.exp() - log_ref_ratio - 1  # k3: unbiased, always >= 0
         per_token_loss = per_token_loss + kl_weights * kl
     count = generated.sum().clamp(min=1)
@@ -1000,7 +1009,12 @@ def grpo_update(policy, optimizer, rollouts: Rollouts, token_advantages, referen
                 None if kl_weights is None else kl_weights[batch], cfg.token_mean)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+            norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+            if not torch.isfinite(norm):  # one step would turn every weight to NaN: stop here
+                raise FloatingPointError(
+                    f"the GRPO gradient is not finite (loss {loss.item():.3g}, seed {cfg.seed}, "
+                    f"variant {cfg.variant}); the policy was not updated with it. Lower --lr, "
+                    f"or raise --guide-temperature")
             optimizer.step()
             stats.append(batch_stats)
     return {key: sum(s[key] for s in stats) / len(stats) for key in stats[0]}

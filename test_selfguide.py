@@ -970,6 +970,41 @@ def test_grpo_loss_means_over_what_is_there():
     assert loss.item() == pytest.approx(-1.2)
 
 
+def test_grpo_loss_kl_stays_finite_when_an_update_buries_a_sampled_token():
+    # Seen under --dist at guide temperature 0.1: a guide sampled at log-prob -0.01 fell to
+    # -45 within one iteration's updates; e^45 as a loss overflows the gradient norm.
+    slots = torch.tensor([[0, 1, 2, 1, 2]])
+    old = torch.tensor([[0.0, -0.01, -0.5, -0.2, -0.3]])
+    new = torch.tensor([[0.0, -45.0, -0.5, -0.2, -0.3]], requires_grad=True)
+    reference, advantages = old.clone(), torch.ones(1, 5)
+    loss, stats = sg.grpo_loss(new, old, advantages, slots, 0.2, reference, torch.ones(1, 5))
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(new.grad).all()
+    x = sg.KL_LOG_RATIO_MAX  # the buried token's k3 is the clamp's, with no KL gradient
+    assert stats["kl_ref"] == pytest.approx((math.exp(x) - x - 1) / 4, rel=1e-5)
+    # below the clamp the KL is the formula's, to the last bit
+    near = torch.tensor([[0.0, -19.0, -0.5, -0.2, -0.3]])
+    _, stats = sg.grpo_loss(near, old, advantages, slots, 0.2, reference, torch.ones(1, 5))
+    assert stats["kl_ref"] == pytest.approx((math.exp(18.99) - 18.99 - 1) / 4, rel=1e-5)
+
+
+def test_a_non_finite_gradient_stops_training_in_one_line_instead_of_poisoning_the_policy(
+        monkeypatch):
+    real = sg.grpo_loss
+
+    def overflowing(*args, **kwargs):  # a loss that overflowed, as k3 did before its clamp
+        loss, stats = real(*args, **kwargs)
+        return loss * math.inf, stats
+
+    monkeypatch.setattr(sg, "grpo_loss", overflowing)
+    cfg = tiny_config()
+    policy, prior = tiny_policy(), tiny_policy()
+    before = [p.detach().clone() for p in policy.parameters()]
+    with pytest.raises(FloatingPointError, match="gradient is not finite.*Lower --lr"):
+        sg.train(policy, prior, cfg, state=sg.new_train_state(policy, cfg), until=1)
+    assert all(torch.equal(a, b) for a, b in zip(before, policy.parameters()))
+
+
 def test_grpo_loss_clipped_side_has_zero_gradient():
     generated = torch.full((1, 4), sg.SLOT_ACTION)
     old = torch.zeros(1, 4)
