@@ -115,10 +115,10 @@ class Config:
     cue_noise: float = setting(toy_env.CUE_NOISE,
                                "share of its moves the demonstrator reading the cue (or dist) "
                                "misjudges")
-    cue_misjudge: str = setting("none", "a kind of move the demonstrator reading the cue (or dist) "
-                                        "misjudges "
-                                        "every time: revisit, every move back onto a visited "
-                                        "cell is 'negative' (a systematic error; see toy_env)",
+    cue_misjudge: str = setting("none", "a kind of move the demonstrator reading the cue (or "
+                                        "dist) misjudges every time: revisit, every move back "
+                                        "onto a visited cell is 'negative' (a systematic "
+                                        "error; see toy_env)",
                                 list(toy_env.MISJUDGED))
     # the policy: a tiny GPT-2
     n_layer: int = setting(1, "transformer layers")
@@ -951,6 +951,7 @@ def per_token(slots, action_advantages, guide_advantages):
 
 KL_LOG_RATIO_MAX = 20.0  # see grpo_loss; below it the loss is the formula's, to the last bit
 
+
 def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
               reference_logprobs=None, kl_weights=None, token_mean: str = "all"):
     """All inputs (N, L), aligned with the tokens; slots marks the guide and action tokens,
@@ -958,7 +959,8 @@ def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
     weighted apart).
 
     loss = mean over generated tokens of -min(rho A, clip(rho) A) + beta * KL_k3(pi || ref),
-    KL_k3 = e^x - x - 1 with x = log ref - log pi clamped at KL_LOG_RATIO_MAX. token_mean "per_slot" takes that mean over the guide and the action tokens apart and adds
+    KL_k3 = e^x - x - 1 with x = log ref - log pi clamped at KL_LOG_RATIO_MAX.
+    token_mean "per_slot" takes that mean over the guide and the action tokens apart and adds
     the two, so the actions' term is what it would be without a guide slot."""
     if token_mean not in ("all", "per_slot"):
         raise ValueError(f"unknown token_mean {token_mean!r}; use all or per_slot")
