@@ -421,7 +421,7 @@ def test_paper_faithful_switches_every_guard_off():
 
 
 def test_defaults_are_the_familiar_maze_where_the_papers_ordering_shows():
-    # README, section 5: chosen on tuning seeds, confirmed on ten fresh ones
+    # README, section 0: chosen on tuning seeds, confirmed on ten fresh ones
     default = sg.parse_config([])
     assert (default.size, default.min_distance, default.max_steps) == (12, 18, 26)
     assert default.cue and not default.dist and default.guide_temperature == 0.1
