@@ -363,15 +363,15 @@ def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15,
     "neutral"); infos[i] is the environment's truth after action i."""
     rng = random.Random(f"demonstrator-{seed}")
     observation, _ = env.reset(seed=seed)
-    position, goal, blocked, cue = parse_observation(observation)
+    position, goal, blocked, shown = parse_observation(observation)  # shown: cue word or K
     previous, last_action, visited = position, None, set()
     steps, infos, done, last_distance = [], [], False, None
     while not done:
+        cue = shown
         if env.dist:  # the comparison the agent has to make: this K against the last step's
-            distance = cue
             cue = ("start" if last_distance is None
-                   else CUE_OF_PROGRESS[(last_distance > distance) - (last_distance < distance)])
-            last_distance = distance
+                   else CUE_OF_PROGRESS[(last_distance > shown) - (last_distance < shown)])
+            last_distance = shown
         if env.cue or env.dist:
             guide = cue_guide(cue, rng, cue_noise, position in visited, cue_misjudge)
         else:
@@ -384,7 +384,7 @@ def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15,
         infos.append(info)
         done = terminated or truncated
         previous, last_action = position, action
-        position, goal, blocked, cue = parse_observation(observation)
+        position, goal, blocked, shown = parse_observation(observation)
     return steps, infos
 
 
