@@ -15,17 +15,15 @@ the paper could not measure.
     python selfguide.py --variant grpo        # env reward only; also: sg (guide, lambda = 0)
     python selfguide.py --no-cue              # a maze whose moves the agent cannot judge
     python selfguide.py --no-cue --dist --prior-epochs 8  # judging takes thought: dist:K
-    python selfguide.py --bench               # timings: rollout, training pass, iteration, Stage 0
-    python selfguide.py --eval-only --init-from runs/sg_gr-seed0
+    python selfguide.py --paper-faithful      # the paper as written: watch the guide collapse
     python selfguide.py --show 1              # train, then watch a held-out episode step by step
-    python selfguide.py --plot --out runs/sg_gr-seed0   # a run's curves, into its folder
+    python selfguide.py --eval-only --init-from runs/sg_gr-seed0
     python selfguide.py --help                # every setting, with its default
 
-    python selfguide.py --compare --quick     # the paper's table on the toy, 2 seeds (~3 min)
-    python selfguide.py --compare --rows sampling --seeds 10 --seed 500 --workers 2
-                                              # the README's main table (see there)
-    python selfguide.py --paper-faithful      # the paper as written: watch the guide collapse
-    python examples/trl_selfguide.py          # the same method on TRL's GRPOTrainer (README)
+This file is the method and one run. What measures it lives beside it and imports it:
+experiments/compare.py (the paper's table on the toy, `--quick` for a laptop demo),
+experiments/plots.py, experiments/benchmark.py and the research report experiments/REPORT.md;
+examples/trl_selfguide.py runs the same method on TRL's GRPOTrainer.
 
 Departures from the paper (--paper-faithful takes back 2, 5 and 7; 1, 3, 4 and 6 are how the
 toy is built):
@@ -35,7 +33,7 @@ toy is built):
    and the starting point of every variant.
 2. Three guards are on by default, because without them the guide collapses on the toy: the
    composite advantage reaches the guide tokens, so a guide is paid for praising itself and
-   says "positive" on ~100% of steps within ~25 iterations (README, the paper-faithful rows).
+   says "positive" on ~100% of steps within ~25 iterations (experiments/REPORT.md).
    (a) --kl-guide 0.1: a k3 KL to the prior on guide tokens only, standing in for the way a
    pretrained LLM keeps the meaning of its words; (b) --guide-advantage env: guide tokens get
    the advantage of R_env alone, so no guide is rewarded for the reward it grants itself;
@@ -50,7 +48,7 @@ toy is built):
    internal rewards that judge it and later moves, normalised apart from R_env (see
    step_credit). Under the paper's one advantage per rollout even a perfect internal reward
    (the oracle control) gains GRPO nothing on the toy; under step credit it does, where
-   success is rare (README, "When does Self-Guide pay?").
+   success is rare (experiments/REPORT.md).
 6. The guide is one word that judges the move just made, not a free-text assessment: the
    toy's tokenizer is word-level, and one word is all that guide_to_reward reads.
 7. Guides are sampled at temperature 0.1 in training (--guide-temperature; actions at 1). The
@@ -58,7 +56,7 @@ toy is built):
    temperature 1 its guides are wrong where its greedy guide is right, and the action learns
    to act on them; a pretrained LLM is confident where it knows. In the default (familiar)
    maze this is what lets the paper's ordering show; where the greedy guide is itself often
-   wrong (--no-cue) it locks the errors in (README, "When does Self-Guide pay?", section 5).
+   wrong (--no-cue) it locks the errors in (experiments/REPORT.md, section 5).
 """
 from __future__ import annotations
 
@@ -99,9 +97,9 @@ def setting(default, help: str, choices=None):
 @dataclass
 class Config:
     # the environment (toy_env.GridWorld)
-    # (the default maze is the one where the paper's ordering shows: README, "When does
-    # Self-Guide pay?"; today's maze of the earlier tables is --size 9 --min-distance 12
-    # --max-steps 24 --no-cue)
+    # (the default maze is the one where the paper's ordering shows: experiments/REPORT.md,
+    # section 0; the maze of its earlier tables is --size 9 --min-distance 12 --max-steps 24
+    # --no-cue)
     size: int = setting(12, "maze side length")
     wall_prob: float = setting(0.3, "probability that a cell is a wall")
     min_distance: int = setting(18, "shortest path from start to goal is at least this long")
@@ -185,41 +183,29 @@ class Config:
     show: int = setting(0, "print this many held-out episodes step by step (the maze, each "
                            "guide against the truth, each move): of the trained policy after "
                            "a run, or with --eval-only of --init-from (or the prior)")
-    bench: bool = setting(False, "print timings (rollout cached vs recomputed, training pass "
-                                 "at every vs the scored positions, one GRPO iteration, "
-                                 "Stage 0) and exit")
-    # the paper's table on the toy
-    compare: bool = setting(False, "train every row of the paper's table per seed; write "
-                                   "compare.md / compare.json to --out (default runs/compare)")
-    seeds: int = setting(3, "--compare: seeds (each with its own prior), from --seed on")
-    rows: str = setting("paper", "--compare: paper (every row of ROWS), core (GRPO, GRPO w/ SG, "
-                                 "GRPO w/ SG & GR), oracle (GRPO with and without the oracle "
-                                 "reward, by credit: where can a dense reward pay?), slot "
-                                 "(what the guide slot costs GRPO, and why) or sampling (the "
-                                 "core rows, and the guided ones with guides sampled in "
-                                 "training at the other temperature, 0.1 or 1)",
-                        ["paper", "core", "oracle", "slot", "sampling"])
-    controls: bool = setting(False, "--compare: add the control rows (oracle and random reward)")
-    guards: bool = setting(False, "--compare: add the guard ablation rows")
-    workers: int = setting(1, "--compare: seeds trained in parallel processes (1 thread each)")
-    plot: bool = setting(False, "draw the figures of --compare (or, alone, of the comparison "
-                                "or the run in --out) into that folder; needs matplotlib")
-    quick: bool = setting(False, "a smaller preset for a laptop demo: see QUICK")
     paper_faithful: bool = setting(False, "the paper as written: every guard off, trajectory "
                                           "credit, one token mean")
 
     def __post_init__(self):
+        """One clear line for every setting that cannot run, before any work."""
+        for f in dataclasses.fields(self):  # nan or inf would train, silently, on garbage
+            if f.type == "float" and not math.isfinite(getattr(self, f.name)):
+                raise ValueError(f"--{flag(f.name)} must be a finite number "
+                                 f"(got {getattr(self, f.name)})")
         positive = ["max_steps", "n_layer", "n_embd", "n_head", "prior_episodes", "prior_epochs",
-                    "prior_batch", "iterations", "tasks_per_iter", "group_size", "update_epochs",
-                    "minibatches", "eval_tasks", "eval_every", "final_evals", "seeds", "workers"]
+                    "prior_batch", "iterations", "tasks_per_iter", "update_epochs",
+                    "minibatches", "eval_tasks", "eval_every", "final_evals"]
         for name in positive:
             if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
-        if self.show < 0 or (self.show and self.compare):
-            raise ValueError("--show takes a count of episodes (0 or more) and goes with a "
-                             "training run or --eval-only, not --compare")
+                raise ValueError(f"--{flag(name)} must be at least 1")
+        if self.group_size < 2:
+            raise ValueError("--group-size must be at least 2: a group of one rollout has no "
+                             "baseline, so every advantage would be zero")
+        if self.show < 0:
+            raise ValueError("--show takes a count of episodes (0 or more)")
         if self.n_embd % self.n_head:
-            raise ValueError(f"--n-embd ({self.n_embd}) must be divisible by --n-head ({self.n_head})")
+            raise ValueError(f"--n-embd ({self.n_embd}) must be divisible by --n-head "
+                             f"({self.n_head})")
         if not 0.0 <= self.enter_at <= 1.0:
             raise ValueError("--enter-at is a fraction of training, in [0, 1]")
         if not 0.0 <= self.cue_noise <= 1.0:
@@ -230,9 +216,10 @@ class Config:
         if self.cue and self.dist:
             raise ValueError("--dist shows the distance in place of the hot/cold cue, which "
                              "is on by default: add --no-cue")
-        if min(self.temperature, self.guide_temperature, self.clip, self.lr, self.prior_lr) <= 0:
-            raise ValueError("--temperature, --guide-temperature, --clip, --lr and --prior-lr "
-                             "must be positive")
+        if min(self.temperature, self.guide_temperature, self.clip, self.lr, self.prior_lr,
+               self.max_grad_norm) <= 0:
+            raise ValueError("--temperature, --guide-temperature, --clip, --lr, --prior-lr and "
+                             "--max-grad-norm must be positive")
         if self.kl_guide < 0 or self.kl_action < 0:
             raise ValueError("KL weights must not be negative")
         if self.minibatches > self.tasks_per_iter * self.group_size:
@@ -257,64 +244,38 @@ class Config:
     def rewarded(self) -> bool:
         """Is an internal reward paid (lambda follows --schedule)? The full method, and GRPO
         with the oracle reward (a control); lambda = 0 otherwise."""
-        return self.variant == "sg_gr" or (self.variant == "grpo" and self.internal_reward == "oracle")
+        return self.variant == "sg_gr" or (self.variant == "grpo"
+                                           and self.internal_reward == "oracle")
 
 
 PAPER_FAITHFUL = {"kl_guide": 0.0, "internal_return": "sum", "guide_advantage": "composite",
                   "credit": "trajectory", "token_mean": "all", "guide_temperature": 1.0}
-QUICK = {"seeds": 2, "workers": 2, "rows": "core"}
+
+
+def flag(name: str) -> str:
+    """The command-line flag of a setting, without its dashes: group_size -> group-size."""
+    return name.replace("_", "-")
+
+
+def add_settings(parser, settings):
+    """A --flag for every field of the dataclass `settings`, its help from the field."""
+    for f in dataclasses.fields(settings):
+        if isinstance(f.default, bool):
+            parser.add_argument("--" + flag(f.name), action=argparse.BooleanOptionalAction,
+                                default=f.default, help=f.metadata["help"])
+        else:
+            parser.add_argument("--" + flag(f.name), type=type(f.default), default=f.default,
+                                choices=f.metadata["choices"], help=f.metadata["help"])
 
 
 def parse_config(argv=None) -> Config:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    for f in dataclasses.fields(Config):
-        flag = "--" + f.name.replace("_", "-")
-        if isinstance(f.default, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default,
-                                help=f.metadata["help"])
-        else:
-            parser.add_argument(flag, type=type(f.default), default=f.default,
-                                choices=f.metadata["choices"], help=f.metadata["help"])
-    args = parser.parse_args(argv)
-    if args.quick:  # the preset changes defaults; flags given explicitly still win
-        parser.set_defaults(**QUICK)
-        args = parser.parse_args(argv)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_settings(parser, Config)
     try:
-        return Config(**vars(args))
+        return Config(**vars(parser.parse_args(argv)))
     except ValueError as error:
         parser.error(str(error))  # exits with a usage line, never a traceback
-
-
-def check_transformers(version: str):
-    """transformers before 5.24 names the KV cache past_key_values and silently ignores the
-    cache= keyword used here, so every rollout step would see only its new tokens (seen with
-    5.17: the guided prior succeeds on 0 of 500 mazes). Fail at once instead."""
-    major, minor = (int(part) for part in version.split(".")[:2])
-    if (major, minor) < (5, 24):
-        raise SystemExit(f"error: selfguide.py needs transformers>=5.24 (found {version}); "
-                         f"pip install -r requirements.txt")
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit(f"error: --device {name} asked for, but torch sees no CUDA device")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise SystemExit(f"error: unknown --device {name!r}; use auto, cpu, cuda or cuda:N") from None
-    if device.type == "cuda":  # same seed, same GPU, same numbers: no atomics in the backward
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before cuBLAS starts
-        torch.use_deterministic_algorithms(True)
-    return device
-
-
-def seed_everything(seed: int):
-    random.seed(seed)
-    torch.manual_seed(seed)
 
 
 # --- Vocabulary and tokenizer: one word, one token ---
@@ -345,17 +306,17 @@ def build_tokenizer():
                                    bos_token="<bos>", eos_token="<eos>")
 
 
-def writable_column(device) -> torch.Tensor:
-    """(V,) long: the column of each writable word in WRITABLE_IDS order (0 for the others,
-    which are only ever context and never scored)."""
-    column = torch.zeros(len(WORDS), dtype=torch.long, device=device)
-    column[WRITABLE_IDS] = torch.arange(len(WRITABLE_IDS), device=device)
-    return column
+def writable_index(device) -> torch.Tensor:
+    """(V,) long: each writable word's index in WRITABLE_IDS order, the last axis of the
+    constrained log-probs (0 for the other words, which are only ever context, never scored)."""
+    index = torch.zeros(len(WORDS), dtype=torch.long, device=device)
+    index[WRITABLE_IDS] = torch.arange(len(WRITABLE_IDS), device=device)
+    return index
 
 
 def slot_vocab_mask(device) -> torch.Tensor:
-    """(3, W) bool, rows indexed by slot (SLOT_CONTEXT, SLOT_GUIDE, SLOT_ACTION), columns by
-    the writable words in WRITABLE_IDS order (the three guides, then the four moves): True
+    """(3, W) bool, rows indexed by slot (SLOT_CONTEXT, SLOT_GUIDE, SLOT_ACTION), the last
+    axis by the writable words in WRITABLE_IDS order (the three guides, then the four moves): True
     where the slot may hold the word. The guide slot holds only guides, the action slot only
     moves; the context row is all True (context is never sampled or scored)."""
     mask = torch.zeros(3, len(WRITABLE_IDS), dtype=torch.bool, device=device)
@@ -374,8 +335,8 @@ def episode_length(cfg: Config) -> int:
 
 
 def vocab_size(cfg: Config) -> int:
-    """Words the policy's embedding holds: the dist:K words come last and only with --dist, so
-    every other setting keeps the vocabulary (and the cached priors) it always had."""
+    """Words the policy's embedding holds: the dist:K words come last and only with --dist
+    (no other setting ever sees them)."""
     return len(WORDS) - (0 if cfg.dist else len(toy_env.DIST_VOCAB))
 
 
@@ -393,8 +354,8 @@ def make_policy(cfg: Config):
 
 
 def writable_logits(policy, tokens, cache=None) -> torch.Tensor:
-    """The policy's logits for the writable words only: tokens (N, L) -> (N, L, W), columns in
-    WRITABLE_IDS order. Constrained decoding gives every other word probability 0, so this
+    """The policy's logits for the writable words only: tokens (N, L) -> (N, L, W), the last axis
+    in WRITABLE_IDS order. Constrained decoding gives every other word probability 0, so this
     equals the masked full-vocabulary distribution while computing 7 rows of the LM head
     instead of all of them. The rollout's forward pass (transformers' own, with its KV cache)."""
     hidden = policy.transformer(tokens, cache=cache, use_cache=cache is not None).last_hidden_state
@@ -431,19 +392,19 @@ def scored_logits(policy, tokens, positions) -> torch.Tensor:
     return gpt.ln_f(hidden) @ policy.lm_head.weight[WRITABLE_IDS].T         # (N, Q, W)
 
 
-def scored_columns(slots) -> torch.Tensor:
-    """(Q,) the columns of a batch's token stream where any row holds a guide or an action:
-    the tokens a training pass scores (column 0, <bos>, never is)."""
+def scored_positions(slots) -> torch.Tensor:
+    """(Q,) the positions of a batch's token stream where any row holds a guide or an action:
+    the tokens a training pass scores (position 0, <bos>, never is)."""
     return (slots != SLOT_CONTEXT).any(0).nonzero().squeeze(-1)
 
 
 def slot_logprobs(policy, tokens, slots, temperature: float = 1.0,
                   guide_temperature: float | None = None):
     """The constrained, tempered distribution the rollout samples from, at every scored
-    position: tokens, slots (N, L) -> (targets (Q,), the columns that hold a guide or an
-    action in some row, and log-probs (N, Q, W) over the writable words, -inf where the slot
+    position: tokens, slots (N, L) -> (targets (Q,), the positions that hold a guide or
+    an action in some row, and log-probs (N, Q, W) over the writable words, -inf where the slot
     may not hold the word). Guides are tempered by guide_temperature, if given."""
-    targets = scored_columns(slots)                    # (Q,), all >= 1; position p predicts p+1
+    targets = scored_positions(slots)                    # (Q,), all >= 1; position p predicts p+1
     logits = scored_logits(policy, tokens, targets - 1)                     # (N, Q, W)
     target_slots = slots[:, targets]                                         # (N, Q)
     allowed = slot_vocab_mask(tokens.device)[target_slots]                   # (N, Q, W)
@@ -460,13 +421,13 @@ def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
 
     tokens, slots: (N, L). Returns (N, L), aligned with tokens."""
     targets, logp = slot_logprobs(policy, tokens, slots, temperature, guide_temperature)
-    column = writable_column(tokens.device)[tokens[:, targets]]             # (N, Q); 0: context
-    chosen = logp.gather(-1, column[..., None]).squeeze(-1)                  # (N, Q)
+    index = writable_index(tokens.device)[tokens[:, targets]]               # (N, Q); 0: context
+    chosen = logp.gather(-1, index[..., None]).squeeze(-1)                   # (N, Q)
     chosen = torch.zeros(tokens.shape, device=tokens.device).index_copy(1, targets, chosen)
     return torch.where(slots != SLOT_CONTEXT, chosen, torch.zeros_like(chosen))  # (N, L)
 
 
-# --- Stage 0: the prior (stands in for the pretrained LLM; DESIGN.md "Why a Stage 0 prior") ---
+# --- Stage 0: the prior (stands in for the pretrained LLM; departure 1) ---
 
 PRIOR_SEED_BASE = 10**8  # demonstrations use their own task seeds ...
 EVAL_SEED_BASE = 10**9   # ... and the held-out tasks yet another range
@@ -497,8 +458,7 @@ def encode_episode(steps, guided: bool):
 def demonstration_corpus(cfg: Config):
     """(tokens, slots), each (2 * prior_episodes, L): every episode in both formats."""
     env, sequences = make_env(cfg), []
-    for i in tqdm(range(cfg.prior_episodes), desc="demonstrations", leave=False,
-                  disable=cfg.workers > 1):
+    for i in tqdm(range(cfg.prior_episodes), desc="demonstrations", leave=False):
         steps, _ = toy_env.demonstrate(env, seed=PRIOR_SEED_BASE + cfg.seed * 10**6 + i,
                                        cue_noise=cfg.cue_noise, cue_misjudge=cfg.cue_misjudge)
         sequences += [encode_episode(steps, guided=True), encode_episode(steps, guided=False)]
@@ -519,7 +479,7 @@ def clone_demonstrator(policy, tokens, slots, cfg: Config, device, desc="Stage 0
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda i: 0.5 * (1 + math.cos(math.pi * i / updates)))
     losses = []
-    with tqdm(total=updates, desc=desc, leave=False, disable=cfg.workers > 1) as bar:
+    with tqdm(total=updates, desc=desc, leave=False) as bar:
         for _ in range(cfg.prior_epochs):
             for batch in torch.randperm(len(tokens), generator=generator).split(cfg.prior_batch):
                 batch_tokens, batch_slots = tokens[batch].to(device), slots[batch].to(device)
@@ -535,149 +495,13 @@ def clone_demonstrator(policy, tokens, slots, cfg: Config, device, desc="Stage 0
     return losses
 
 
-def prior_key(cfg: Config) -> str:
-    """The settings a prior depends on; a change to any of them trains a new one."""
-    names = ["size", "wall_prob", "min_distance", "max_steps", "cue", "cue_noise", "n_layer",
-             "n_embd", "n_head", "prior_episodes", "prior_epochs", "prior_batch", "prior_lr", "seed"]
-    # named only when set, so the priors cached before these settings existed keep their keys
-    names += [n for n in ("cue_misjudge", "dist") if getattr(cfg, n) not in ("none", False)]
-    text = json.dumps({"words": vocab_size(cfg), **{n: getattr(cfg, n) for n in names}},
-                      sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-def load_or_train_prior(cfg: Config, device, timings: dict | None = None):
-    """The Stage 0 prior for these settings, from the cache if it is there. If it is cloned
-    now, its seconds (demonstrations, cloning) are added to `timings`. A cache entry that
-    cannot be loaded (a file cut short by a full disk, say) is named in one line and cloned
-    again."""
-    folder = Path(cfg.prior_cache) / f"prior-{prior_key(cfg)}"
-    if folder.exists():
-        try:
-            return load_policy(folder, cfg, device)
-        except (Exception, SystemExit) as error:  # SystemExit: check_saved_policy's verdict
-            reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            tqdm.write(f"warning: the cached prior {folder} cannot be loaded ({reason}); "
-                       f"cloning it again", file=sys.stderr)
-            shutil.rmtree(folder, ignore_errors=True)
+def train_prior(cfg: Config, device):
+    """Stage 0 from scratch: a new policy (seeded by cfg.seed) cloned on the demonstrations.
+    Returns the prior, in eval mode, and its cloning losses."""
     torch.manual_seed(cfg.seed)
     policy = make_policy(cfg).to(device)
-    start = time.perf_counter()
-    corpus = demonstration_corpus(cfg)
-    middle = time.perf_counter()
-    losses = clone_demonstrator(policy, *corpus, cfg, device)
-    seconds = {"demonstrations": middle - start, "cloning": time.perf_counter() - middle}
-    tqdm.write(f"Stage 0 prior: {cfg.prior_episodes} demonstrations in "
-               f"{seconds['demonstrations']:.0f} s, cloned (both formats) in "
-               f"{seconds['cloning']:.0f} s, final loss {losses[-1]:.3f} -> {folder}")
-    if timings is not None:
-        timings.update(seconds)
-    if not publish_policy(policy, folder):  # another process cloned the same prior first:
-        return load_policy(folder, cfg, device)  # use its copy, so every run shares one prior
-    return policy.eval()
-
-
-# Files are never half-written: each is written under a temporary name beside its target and
-# renamed onto it (a rename within a folder is atomic), so a run killed while saving, or a
-# full disk, leaves the old file or the new one. Leftovers of killed writers are hidden
-# (".<name>.partial-<pid>") and removed once they are stale.
-STALE_SECONDS = 600
-
-
-def partial_path(path) -> Path:
-    """The temporary name beside `path` that this process writes to, after removing the
-    leftovers that killed writers of `path` left behind."""
-    path = Path(path)
-    for leftover in path.parent.glob(f".{path.name}.partial-*"):
-        try:
-            if time.time() - leftover.stat().st_mtime > STALE_SECONDS:
-                shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
-        except OSError:  # another process removed it first
-            pass
-    return path.with_name(f".{path.name}.partial-{os.getpid()}")
-
-
-def write_atomic(path, text: str):
-    """Write a text file that no reader ever sees half-written."""
-    path = Path(path)
-    temporary = partial_path(path)
-    try:
-        temporary.write_text(text)
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
-def save_pretrained_to(policy, folder: Path):
-    """Model and tokenizer in the ordinary transformers format (AutoModelForCausalLM loads it)."""
-    policy.save_pretrained(folder)
-    build_tokenizer().save_pretrained(folder)
-
-
-def save_policy(policy, folder):
-    """Save into a run folder: the files are written beside it, then renamed in one by one,
-    the weights last, so a kill at any moment leaves every file whole."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    temporary = partial_path(folder)
-    try:
-        save_pretrained_to(policy, temporary)
-        for file in sorted(temporary.iterdir(), key=lambda f: f.name == "model.safetensors"):
-            os.replace(file, folder / file.name)
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
-
-
-def publish_policy(policy, folder) -> bool:
-    """Save a new cache entry whole or not at all: written beside `folder`, then renamed into
-    place. False if another process published the same entry first (a rename onto a folder
-    that holds files fails); ours is then dropped."""
-    folder = Path(folder)
-    temporary = partial_path(folder)
-    try:
-        save_pretrained_to(policy, temporary)
-        os.rename(temporary, folder)
-        return True
-    except OSError:
-        if folder.exists() and temporary.exists():
-            return False
-        raise
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
-
-
-def check_saved_policy(folder, cfg: Config):
-    """Exit with one clear line if `folder` cannot hold a policy for these settings. Reads
-    only config.json, so a wrong --init-from fails in a second, before any work."""
-    path = Path(folder)
-    if not path.is_dir():
-        raise SystemExit(f"error: {str(folder)!r} is not a folder; give a folder written by "
-                         f"selfguide.py (runs/<variant>-seed<seed>)")
-    if not (path / "config.json").exists() or not (path / "model.safetensors").exists():
-        raise SystemExit(f"error: {str(folder)!r} holds no saved policy (no config.json and "
-                         f"model.safetensors); give a folder written by selfguide.py")
-    try:
-        saved = json.loads((path / "config.json").read_text())
-        words, positions = saved["vocab_size"], saved["n_positions"]
-    except (ValueError, KeyError):
-        raise SystemExit(f"error: {str(folder)!r}/config.json is not a GPT-2 config written by "
-                         f"selfguide.py") from None
-    if words != vocab_size(cfg):
-        raise SystemExit(f"error: {str(folder)!r} was trained with another vocabulary "
-                         f"({words} words; these settings have {vocab_size(cfg)}"
-                         f"{'' if cfg.dist else ', or was it trained with --dist?'})")
-    if positions < episode_length(cfg):
-        raise SystemExit(f"error: {str(folder)!r} holds episodes of at most {positions} tokens, "
-                         f"too few for --max-steps {cfg.max_steps}"
-                         f"{' with the cue' if cfg.cue else ''}{' with --dist' if cfg.dist else ''}"
-                         f" ({episode_length(cfg)} tokens)")
-
-
-def load_policy(folder, cfg: Config, device):
-    """A saved policy, checked against this file's vocabulary and episode length."""
-    from transformers import AutoModelForCausalLM
-    check_saved_policy(folder, cfg)
-    return AutoModelForCausalLM.from_pretrained(Path(folder)).to(device).eval()
+    losses = clone_demonstrator(policy, *demonstration_corpus(cfg), cfg, device)
+    return policy.eval(), losses
 
 
 # --- Rollout: all episodes advance together, one token stream each, KV-cached ---
@@ -706,7 +530,7 @@ class Rollouts:
 
 def sample_slot(logits, slot: int, allowed, temperature: float, greedy: bool, generator):
     """Constrained decoding: one word per row among the slot's words. logits (N, W) over
-    WRITABLE_IDS. Returns the chosen columns and their log-probs, each (N,)."""
+    WRITABLE_IDS. Returns the chosen writable indices and their log-probs, each (N,)."""
     logp = torch.log_softmax(logits.masked_fill(~allowed[slot], -math.inf) / temperature, -1)
     if greedy:
         choice = logp.argmax(-1)
@@ -716,10 +540,10 @@ def sample_slot(logits, slot: int, allowed, temperature: float, greedy: bool, ge
 
 
 @torch.no_grad()
-def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greedy=False,
-            use_cache=True) -> Rollouts:
-    """Play one episode per task seed. With use_cache a DynamicCache makes each step cost only
-    its new tokens; without it every step re-reads the whole context (the --bench baseline)."""
+def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
+            greedy=False) -> Rollouts:
+    """Play one episode per task seed, all in one batch. A DynamicCache makes each step cost
+    only its new tokens."""
     from transformers import DynamicCache
     device = next(policy.parameters()).device
     allowed = slot_vocab_mask(device)
@@ -730,7 +554,7 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greed
         observations.append(observation)
         optimal.append(info["optimal_steps"])
     n, horizon = len(envs), cfg.max_steps
-    writable = torch.tensor(WRITABLE_IDS, device=device)  # column -> token id; guides first
+    writable = torch.tensor(WRITABLE_IDS, device=device)  # writable index -> token id
     running = [True] * n  # per-episode bookkeeping stays in Python lists: the environments
     active = torch.tensor(running, device=device)  # are Python, and element-wise tensor
     env_return, steps, previous_truth = [0.0] * n, [0] * n, [-1] * n  # updates are slow
@@ -738,24 +562,22 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greed
     guides = torch.full((n, horizon), -1, dtype=torch.long, device=device)
     truths = torch.full((n, horizon), -1, dtype=torch.long, device=device)
     revisits = torch.zeros((n, horizon), dtype=torch.bool, device=device)
-    columns = []  # (tokens, slots, logprobs) blocks, each (n, k), in stream order
-    cache = DynamicCache(config=policy.config) if use_cache else None
+    blocks = []  # (tokens, slots, logprobs), each (n, k), in stream order
+    cache = DynamicCache(config=policy.config)
 
     def write(tokens, slot, logprobs=None):
         slots = torch.where(active[:, None], slot, SLOT_CONTEXT).expand_as(tokens)
         logprobs = torch.zeros(tokens.shape, device=device) if logprobs is None else logprobs
-        columns.append((tokens, slots, torch.where(slots != SLOT_CONTEXT, logprobs, 0.0)))
+        blocks.append((tokens, slots, torch.where(slots != SLOT_CONTEXT, logprobs, 0.0)))
 
-    def next_logits(new_tokens):  # (n, W) at the last position
-        if use_cache:
-            return writable_logits(policy, new_tokens, cache)[:, -1]
-        return writable_logits(policy, torch.cat([c[0] for c in columns], 1))[:, -1]
+    def next_logits(new_tokens):  # (n, W) at the last position; the cache holds the rest
+        return writable_logits(policy, new_tokens, cache)[:, -1]
 
     pending = torch.tensor([[BOS, GUIDED if guided else UNGUIDED]] * n, device=device)
     write(pending, SLOT_CONTEXT)
     for t in range(horizon):
         seen = torch.tensor([observation_ids(o) for o in observations], device=device)
-        seen = torch.where(active[:, None], seen, PAD)                       # (n, 3)
+        seen = torch.where(active[:, None], seen, PAD)  # (n, O), O words an observation
         write(seen, SLOT_CONTEXT)
         pending = torch.cat([pending, seen], 1)
         truths[:, t] = torch.where(active, torch.tensor(previous_truth, device=device), -1)
@@ -763,7 +585,7 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greed
         if guided:  # z_t ~ pi(. | h_{t-1}, o_t): judge before acting
             guide, logp = sample_slot(next_logits(pending), SLOT_GUIDE, allowed,
                                       cfg.guide_temperature, greedy, generator)
-            guides[:, t] = torch.where(active, guide, -1)  # guide columns index GUIDES
+            guides[:, t] = torch.where(active, guide, -1)  # writable indices 0-2 are GUIDES
             pending = torch.where(active, writable[guide], PAD)[:, None]
             write(pending, SLOT_GUIDE, logp[:, None])
         # a_t ~ pi(. | h_{t-1}, o_t, z_t)
@@ -784,7 +606,7 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greed
         if not any(running):
             break
         active = torch.tensor(running, device=device)
-    tokens, slots, logprobs = (torch.cat(parts, 1) for parts in zip(*columns))
+    tokens, slots, logprobs = (torch.cat(parts, 1) for parts in zip(*blocks))
     return Rollouts(tokens, slots, logprobs, guides, truths, revisits,
                     torch.tensor(env_return, device=device), torch.tensor(steps, device=device),
                     torch.tensor(optimal, device=device))
@@ -862,6 +684,13 @@ def trust_schedule(iteration: int, total: int, kind: str = "trapezoid",
     if kind == "trapezoid":
         return min(rise, max((1.0 - u) / ramp, 0.0))  # rise <= 1 caps the fall
     raise ValueError(f"unknown trust schedule {kind!r}; use trapezoid, immediate, never or no_anneal")
+
+
+def trust_at(cfg: Config, iteration: int) -> float:
+    """lambda(u) of this run: the schedule where an internal reward is paid, 0 elsewhere."""
+    if not cfg.rewarded:
+        return 0.0
+    return trust_schedule(iteration, cfg.iterations, cfg.schedule, cfg.enter_at)
 
 
 # --- Self-Guide: composite return (Sec. 3, R(tau; u) = R_env(tau) + lambda(u) * sum_t r_t) ---
@@ -945,6 +774,35 @@ def per_token(slots, action_advantages, guide_advantages):
     step = (is_action.cumsum(1) - is_action.long()).clamp(max=action_advantages.shape[1] - 1)
     return torch.where(is_action, action_advantages.gather(1, step),
                        torch.where(slots == SLOT_GUIDE, guide_advantages.gather(1, step), 0.0))
+
+
+# --- GRPO: one iteration's advantages (the pieces above, as --credit and --guide-advantage
+# combine them) ---
+
+def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: int):
+    """Each generated token's advantage for one iteration's rollouts: internal rewards r_t,
+    R = R_env + lambda * internal return per group, and the advantages of --credit and
+    --guide-advantage. Returns (token advantages (N, L), composite returns (N,))."""
+    control = torch.Generator(device=batch.guides.device).manual_seed(cfg.seed * 10**6 + iteration)
+    rewards = step_rewards(batch.guides, batch.truths, cfg.internal_reward, control)      # (N, T)
+    if cfg.internal_return == "mean":
+        rewards = length_neutral(rewards, batch.steps)
+    returns, _ = composite_return(batch.env_return, rewards, trust)
+    # one advantage per rollout (the paper) or one per step (--credit step)
+    grouped, horizon = (-1, cfg.group_size), rewards.shape[1]
+    scale = cfg.advantage == "grpo"
+    advantage = group_advantages(returns.view(grouped), scale=scale).flatten()             # (N,)
+    env_advantage = group_advantages(batch.env_return.view(grouped), scale=scale).flatten()
+    if cfg.credit == "step":
+        action_advantage, guide_advantage = step_credit(env_advantage, rewards, trust,
+                                                        cfg.group_size, scale)             # (N, T)
+    else:
+        action_advantage = guide_advantage = advantage[:, None].expand(-1, horizon)
+    if cfg.guide_advantage == "env":  # guard: a guide is never paid for the reward it grants
+        guide_advantage = env_advantage[:, None].expand(-1, horizon)
+    elif cfg.guide_advantage == "none":
+        guide_advantage = torch.zeros_like(guide_advantage)
+    return per_token(batch.slots, action_advantage, guide_advantage), returns
 
 
 # --- GRPO: clipped surrogate with a k3 KL to the reference, token-level aggregation ---
@@ -1073,6 +931,291 @@ def concat_rollouts(parts) -> Rollouts:
     return Rollouts(**merged)
 
 
+def number(value, digits: int) -> str:
+    """A metric for a table or a log line; '-' where it is undefined (None)."""
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def format_metrics(metrics: dict) -> str:
+    """One line: success, steps, and the guide's shares and balanced accuracy if it has one."""
+    line = f"success {metrics['success']:.3f}  steps {metrics['steps']:.1f}"
+    if "share_positive" in metrics:
+        line += (f"  guide +/0/- {metrics['share_positive']:.2f}/{metrics['share_neutral']:.2f}/"
+                 f"{metrics['share_negative']:.2f}  guide bal.acc "
+                 f"{number(metrics['guide_balanced_accuracy'], 3)}")
+    return line
+
+
+# --- Training: the GRPO loop with Self-Guide ---
+
+TRAIN_SEED_RANGE = PRIOR_SEED_BASE  # training tasks are drawn from [0, 10^8)
+
+
+@dataclass
+class TrainState:
+    """Everything besides the policy's weights that a run needs to continue exactly. With
+    train(state=..., until=...) it is the one hook the experiment harness uses: it snapshots
+    a lambda = 0 run here to branch the rows that share its first iterations off it."""
+    optimizer: torch.optim.Optimizer
+    tasks: random.Random            # draws the training tasks
+    sampler: torch.Generator        # samples guides and actions
+    shuffler: torch.Generator       # orders the minibatches
+    iteration: int = 0              # iterations done
+    records: list = field(default_factory=list)  # the JSONL records so far
+
+
+def new_train_state(policy, cfg: Config) -> TrainState:
+    device = next(policy.parameters()).device
+    return TrainState(torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=0.0),
+                      random.Random(cfg.seed), torch.Generator(device=device).manual_seed(cfg.seed),
+                      torch.Generator().manual_seed(cfg.seed))
+
+
+def grpo_iteration(policy, reference, cfg: Config, state: TrainState, iteration: int) -> dict:
+    """One iteration: rollouts, composite returns, advantages, clipped updates. Returns its
+    record for the log."""
+    trust = trust_at(cfg, iteration)
+    # --- rollouts: G episodes of each sampled task, from the current policy ---
+    task_seeds = [state.tasks.randrange(TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
+    policy.eval()
+    batch = rollout(policy, [s for s in task_seeds for _ in range(cfg.group_size)],
+                    cfg.guided, cfg, state.sampler)
+    # --- internal rewards, composite returns and advantages ---
+    token_advantages, returns = iteration_advantages(batch, cfg, trust, iteration)         # (N, L)
+    # --- reference log-probs for the KL to the prior ---
+    reference_logprobs = kl_weights = None
+    if cfg.kl_guide > 0 or cfg.kl_action > 0:
+        with torch.no_grad():
+            reference_logprobs = token_logprobs(reference, batch.tokens, batch.slots,
+                                                cfg.temperature, cfg.guide_temperature)
+        kl_weights = torch.where(batch.slots == SLOT_GUIDE, cfg.kl_guide, cfg.kl_action)
+    # --- policy update: several clipped minibatch passes ---
+    update = grpo_update(policy, state.optimizer, batch, token_advantages, reference_logprobs,
+                         kl_weights, cfg, state.shuffler)
+    guide_rewards = step_rewards(batch.guides, batch.truths)  # g(z_t), logged whatever R used
+    grouped = (-1, cfg.group_size)
+    return {"iteration": iteration, "trust": trust, **episode_metrics(batch),
+            "env_return": batch.env_return.mean().item(),
+            "internal_return_sum": guide_rewards.sum(1).mean().item(),
+            "internal_return_mean": (guide_rewards.sum(1) / batch.steps).mean().item(),
+            "zero_variance_groups": zero_variance(returns.view(grouped)).float().mean().item(),
+            "env_zero_variance_groups":
+                zero_variance(batch.env_return.view(grouped)).float().mean().item(),
+            **update}
+
+
+def train(policy, reference, cfg: Config, log_file=None, state: TrainState | None = None,
+          until: int | None = None) -> TrainState:
+    """GRPO from state.iteration + 1 to `until` (default cfg.iterations), with held-out
+    evaluations every cfg.eval_every iterations and at the end, one line each. The returned
+    state continues the run exactly."""
+    state = state or new_train_state(policy, cfg)
+    until = cfg.iterations if until is None else until
+    bar = tqdm(range(state.iteration + 1, until + 1), desc=f"GRPO {cfg.variant} seed {cfg.seed}",
+               initial=state.iteration, total=cfg.iterations, leave=False)
+    for iteration in bar:
+        record = grpo_iteration(policy, reference, cfg, state, iteration)
+        bar.set_postfix(success=f"{record['success']:.2f}", trust=f"{record['trust']:.2f}")
+        if iteration % cfg.eval_every == 0 or iteration == cfg.iterations:
+            record["eval"] = evaluate(policy, cfg, cfg.guided)
+            tqdm.write(f"{cfg.variant} seed {cfg.seed} iter {iteration:4d}  lambda "
+                       f"{record['trust']:.2f}  held-out {format_metrics(record['eval'])}")
+        state.records.append(record)
+        state.iteration = iteration
+        if log_file is not None:
+            log_file.write(json.dumps(record) + "\n")
+            log_file.flush()
+    return state
+
+
+def final_metrics(records: list, count: int) -> dict:
+    """The final score of a run: each held-out metric averaged over its last `count`
+    evaluations (fewer if the run had fewer), to cut the noise of a single evaluation."""
+    evaluations = [r["eval"] for r in records if "eval" in r][-count:]
+    final = {}
+    for key in evaluations[-1]:
+        values = [e[key] for e in evaluations if e.get(key) is not None]
+        final[key] = sum(values) / len(values) if values else None
+    return final
+
+
+# ==========================================================================================
+# The method ends here. Below: what one run needs around it (the prior's cache, files that
+# survive a kill, checkpoints, --show, the summary table, main). The experiment harness that
+# measures the method is experiments/compare.py; it imports this file.
+# ==========================================================================================
+
+def check_transformers(version: str):
+    """transformers before 5.24 names the KV cache past_key_values and silently ignores the
+    cache= keyword used here, so every rollout step would see only its new tokens (seen with
+    5.17: the guided prior succeeds on 0 of 500 mazes). Fail at once instead."""
+    major, minor = (int(part) for part in version.split(".")[:2])
+    if (major, minor) < (5, 24):
+        raise SystemExit(f"error: selfguide.py needs transformers>=5.24 (found {version}); "
+                         f"pip install -r requirements.txt")
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(f"error: --device {name} asked for, but torch sees no CUDA device")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise SystemExit(f"error: unknown --device {name!r}; use auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda":  # same seed, same GPU, same numbers: no atomics in the backward
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before cuBLAS starts
+        torch.use_deterministic_algorithms(True)
+    return device
+
+
+def seed_everything(seed: int):
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+# --- the prior's cache: one Stage 0 per setting, shared by every run ---
+
+def prior_key(cfg: Config) -> str:
+    """The settings a prior depends on; a change to any of them trains a new one."""
+    names = ["size", "wall_prob", "min_distance", "max_steps", "cue", "cue_noise", "n_layer",
+             "n_embd", "n_head", "prior_episodes", "prior_epochs", "prior_batch", "prior_lr", "seed"]
+    # named only when set, so the priors cached before these settings existed keep their keys
+    names += [n for n in ("cue_misjudge", "dist") if getattr(cfg, n) not in ("none", False)]
+    text = json.dumps({"words": vocab_size(cfg), **{n: getattr(cfg, n) for n in names}},
+                      sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def load_or_train_prior(cfg: Config, device):
+    """The Stage 0 prior for these settings (train_prior), from the cache if it is there. A
+    cache entry that cannot be loaded (a file cut short by a full disk, say) is named in one
+    line and cloned again; two processes cloning the same prior at once share one copy."""
+    folder = Path(cfg.prior_cache) / f"prior-{prior_key(cfg)}"
+    if folder.exists():
+        try:
+            return load_policy(folder, cfg, device)
+        except (Exception, SystemExit) as error:  # SystemExit: check_saved_policy's verdict
+            reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            tqdm.write(f"warning: the cached prior {folder} cannot be loaded ({reason}); "
+                       f"cloning it again", file=sys.stderr)
+            shutil.rmtree(folder, ignore_errors=True)
+    start = time.perf_counter()
+    policy, losses = train_prior(cfg, device)
+    tqdm.write(f"Stage 0 prior: {cfg.prior_episodes} demonstrations, cloned (both formats) in "
+               f"{time.perf_counter() - start:.0f} s, final loss {losses[-1]:.3f} -> {folder}")
+    if not publish_policy(policy, folder):  # another process cloned the same prior first:
+        return load_policy(folder, cfg, device)  # use its copy, so every run shares one prior
+    return policy
+
+
+
+# Files are never half-written: each is written under a temporary name beside its target and
+# renamed onto it (a rename within a folder is atomic), so a run killed while saving, or a
+# full disk, leaves the old file or the new one. Leftovers of killed writers are hidden
+# (".<name>.partial-<pid>") and removed once they are stale.
+STALE_SECONDS = 600
+
+
+def partial_path(path) -> Path:
+    """The temporary name beside `path` that this process writes to, after removing the
+    leftovers that killed writers of `path` left behind."""
+    path = Path(path)
+    for leftover in path.parent.glob(f".{path.name}.partial-*"):
+        try:
+            if time.time() - leftover.stat().st_mtime > STALE_SECONDS:
+                shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
+        except OSError:  # another process removed it first
+            pass
+    return path.with_name(f".{path.name}.partial-{os.getpid()}")
+
+
+def write_atomic(path, text: str):
+    """Write a text file that no reader ever sees half-written."""
+    path = Path(path)
+    temporary = partial_path(path)
+    try:
+        temporary.write_text(text)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def save_pretrained_to(policy, folder: Path):
+    """Model and tokenizer in the ordinary transformers format (AutoModelForCausalLM loads it)."""
+    policy.save_pretrained(folder)
+    build_tokenizer().save_pretrained(folder)
+
+
+def save_policy(policy, folder):
+    """Save into a run folder: the files are written beside it, then renamed in one by one,
+    the weights last, so a kill at any moment leaves every file whole."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    temporary = partial_path(folder)
+    try:
+        save_pretrained_to(policy, temporary)
+        for file in sorted(temporary.iterdir(), key=lambda f: f.name == "model.safetensors"):
+            os.replace(file, folder / file.name)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
+def publish_policy(policy, folder) -> bool:
+    """Save a new cache entry whole or not at all: written beside `folder`, then renamed into
+    place. False if another process published the same entry first (a rename onto a folder
+    that holds files fails); ours is then dropped."""
+    folder = Path(folder)
+    temporary = partial_path(folder)
+    try:
+        save_pretrained_to(policy, temporary)
+        os.rename(temporary, folder)
+        return True
+    except OSError:
+        if folder.exists() and temporary.exists():
+            return False
+        raise
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
+def check_saved_policy(folder, cfg: Config):
+    """Exit with one clear line if `folder` cannot hold a policy for these settings. Reads
+    only config.json, so a wrong --init-from fails in a second, before any work."""
+    path = Path(folder)
+    if not path.is_dir():
+        raise SystemExit(f"error: {str(folder)!r} is not a folder; give a folder written by "
+                         f"selfguide.py (runs/<variant>-seed<seed>)")
+    if not (path / "config.json").exists() or not (path / "model.safetensors").exists():
+        raise SystemExit(f"error: {str(folder)!r} holds no saved policy (no config.json and "
+                         f"model.safetensors); give a folder written by selfguide.py")
+    try:
+        saved = json.loads((path / "config.json").read_text())
+        words, positions = saved["vocab_size"], saved["n_positions"]
+    except (ValueError, KeyError):
+        raise SystemExit(f"error: {str(folder)!r}/config.json is not a GPT-2 config written by "
+                         f"selfguide.py") from None
+    if words != vocab_size(cfg):
+        raise SystemExit(f"error: {str(folder)!r} was trained with another vocabulary "
+                         f"({words} words; these settings have {vocab_size(cfg)}"
+                         f"{'' if cfg.dist else ', or was it trained with --dist?'})")
+    if positions < episode_length(cfg):
+        raise SystemExit(f"error: {str(folder)!r} holds episodes of at most {positions} tokens, "
+                         f"too few for --max-steps {cfg.max_steps}"
+                         f"{' with the cue' if cfg.cue else ''}{' with --dist' if cfg.dist else ''}"
+                         f" ({episode_length(cfg)} tokens)")
+
+
+def load_policy(folder, cfg: Config, device):
+    """A saved policy, checked against this file's vocabulary and episode length."""
+    from transformers import AutoModelForCausalLM
+    check_saved_policy(folder, cfg)
+    return AutoModelForCausalLM.from_pretrained(Path(folder)).to(device).eval()
+
+
+# --- watching an episode (--show) ---
+
 MOVE_TRUTH = {"positive": "closer", "neutral": "bumped", "negative": "farther"}  # by true polarity
 
 
@@ -1126,697 +1269,7 @@ def episode_text(batch: Rollouts, i: int, seed: int, cfg: Config) -> str:
     return "\n".join(lines + ["", outcome] + guide_line)
 
 
-# --- Training: the GRPO loop with Self-Guide ---
-
-TRAIN_SEED_RANGE = PRIOR_SEED_BASE  # training tasks are drawn from [0, 10^8)
-
-
-def number(value, digits: int) -> str:
-    """A metric for a table or a log line; '-' where it is undefined (None)."""
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def format_metrics(metrics: dict) -> str:
-    """One line: success, steps, and the guide's shares and balanced accuracy if it has one."""
-    line = f"success {metrics['success']:.3f}  steps {metrics['steps']:.1f}"
-    if "share_positive" in metrics:
-        line += (f"  guide +/0/- {metrics['share_positive']:.2f}/{metrics['share_neutral']:.2f}/"
-                 f"{metrics['share_negative']:.2f}  guide bal.acc "
-                 f"{number(metrics['guide_balanced_accuracy'], 3)}")
-    return line
-
-
-@dataclass
-class TrainState:
-    """Everything besides the policy's weights that a run needs to continue exactly; --compare
-    snapshots it to branch sg_gr off the lambda = 0 iterations it shares with sg."""
-    optimizer: torch.optim.Optimizer
-    tasks: random.Random            # draws the training tasks
-    sampler: torch.Generator        # samples guides and actions
-    shuffler: torch.Generator       # orders the minibatches
-    iteration: int = 0              # iterations done
-    records: list = field(default_factory=list)  # the JSONL records so far
-
-
-def new_train_state(policy, cfg: Config) -> TrainState:
-    device = next(policy.parameters()).device
-    return TrainState(torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=0.0),
-                      random.Random(cfg.seed), torch.Generator(device=device).manual_seed(cfg.seed),
-                      torch.Generator().manual_seed(cfg.seed))
-
-
-def trust_at(cfg: Config, iteration: int) -> float:
-    """lambda(u) of this run: the schedule where an internal reward is paid, 0 elsewhere."""
-    if not cfg.rewarded:
-        return 0.0
-    return trust_schedule(iteration, cfg.iterations, cfg.schedule, cfg.enter_at)
-
-
-def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: int):
-    """Each generated token's advantage for one iteration's rollouts: internal rewards r_t,
-    R = R_env + lambda * internal return per group, and the advantages of --credit and
-    --guide-advantage. Returns (token advantages (N, L), composite returns (N,))."""
-    control = torch.Generator(device=batch.guides.device).manual_seed(cfg.seed * 10**6 + iteration)
-    rewards = step_rewards(batch.guides, batch.truths, cfg.internal_reward, control)      # (N, T)
-    if cfg.internal_return == "mean":
-        rewards = length_neutral(rewards, batch.steps)
-    returns, _ = composite_return(batch.env_return, rewards, trust)
-    # one advantage per rollout (the paper) or one per step (--credit step)
-    grouped, horizon = (-1, cfg.group_size), rewards.shape[1]
-    scale = cfg.advantage == "grpo"
-    advantage = group_advantages(returns.view(grouped), scale=scale).flatten()             # (N,)
-    env_advantage = group_advantages(batch.env_return.view(grouped), scale=scale).flatten()
-    if cfg.credit == "step":
-        action_advantage, guide_advantage = step_credit(env_advantage, rewards, trust,
-                                                        cfg.group_size, scale)             # (N, T)
-    else:
-        action_advantage = guide_advantage = advantage[:, None].expand(-1, horizon)
-    if cfg.guide_advantage == "env":  # guard: a guide is never paid for the reward it grants
-        guide_advantage = env_advantage[:, None].expand(-1, horizon)
-    elif cfg.guide_advantage == "none":
-        guide_advantage = torch.zeros_like(guide_advantage)
-    return per_token(batch.slots, action_advantage, guide_advantage), returns
-
-
-def grpo_iteration(policy, reference, cfg: Config, state: TrainState, iteration: int) -> dict:
-    """One iteration: rollouts, composite returns, advantages, clipped updates. Returns its record."""
-    trust = trust_at(cfg, iteration)
-    # --- rollouts: G episodes of each sampled task, from the current policy ---
-    start = time.perf_counter()
-    task_seeds = [state.tasks.randrange(TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
-    policy.eval()
-    batch = rollout(policy, [s for s in task_seeds for _ in range(cfg.group_size)],
-                    cfg.guided, cfg, state.sampler)
-    rollout_seconds = time.perf_counter() - start
-    # --- internal rewards, composite returns and advantages ---
-    token_advantages, returns = iteration_advantages(batch, cfg, trust, iteration)         # (N, L)
-    # --- reference log-probs for the KL to the prior ---
-    start = time.perf_counter()
-    reference_logprobs = kl_weights = None
-    if cfg.kl_guide > 0 or cfg.kl_action > 0:
-        with torch.no_grad():
-            reference_logprobs = token_logprobs(reference, batch.tokens, batch.slots,
-                                                cfg.temperature, cfg.guide_temperature)
-        kl_weights = torch.where(batch.slots == SLOT_GUIDE, cfg.kl_guide, cfg.kl_action)
-    reference_seconds = time.perf_counter() - start
-    # --- policy update: several clipped minibatch passes ---
-    start = time.perf_counter()
-    update = grpo_update(policy, state.optimizer, batch, token_advantages, reference_logprobs,
-                         kl_weights, cfg, state.shuffler)
-    guide_rewards = step_rewards(batch.guides, batch.truths)  # g(z_t), logged whatever R used
-    grouped = (-1, cfg.group_size)
-    return {"iteration": iteration, "trust": trust, **episode_metrics(batch),
-            "env_return": batch.env_return.mean().item(),
-            "internal_return_sum": guide_rewards.sum(1).mean().item(),
-            "internal_return_mean": (guide_rewards.sum(1) / batch.steps).mean().item(),
-            "zero_variance_groups": zero_variance(returns.view(grouped)).float().mean().item(),
-            "env_zero_variance_groups":
-                zero_variance(batch.env_return.view(grouped)).float().mean().item(),
-            **update, "rollout_seconds": rollout_seconds, "reference_seconds": reference_seconds,
-            "update_seconds": time.perf_counter() - start}
-
-
-def train(policy, reference, cfg: Config, log_file=None, state: TrainState | None = None,
-          until: int | None = None) -> TrainState:
-    """GRPO from state.iteration + 1 to `until` (default cfg.iterations), with held-out
-    evaluations every cfg.eval_every iterations and at the end. The returned state continues
-    the run exactly."""
-    state = state or new_train_state(policy, cfg)
-    until = cfg.iterations if until is None else until
-    bar = tqdm(range(state.iteration + 1, until + 1), desc=f"GRPO {cfg.variant} seed {cfg.seed}",
-               initial=state.iteration, total=cfg.iterations, leave=False,
-               disable=cfg.workers > 1)  # parallel --compare workers would interleave bars
-    for iteration in bar:
-        record = grpo_iteration(policy, reference, cfg, state, iteration)
-        bar.set_postfix(success=f"{record['success']:.2f}", trust=f"{record['trust']:.2f}")
-        if iteration % cfg.eval_every == 0 or iteration == cfg.iterations:
-            start = time.perf_counter()
-            record["eval"] = evaluate(policy, cfg, cfg.guided)
-            record["eval_seconds"] = time.perf_counter() - start
-            tqdm.write(f"{cfg.variant} seed {cfg.seed} iter {iteration:4d}  lambda "
-                       f"{record['trust']:.2f}  held-out {format_metrics(record['eval'])}")
-        state.records.append(record)
-        state.iteration = iteration
-        if log_file is not None:
-            log_file.write(json.dumps(record) + "\n")
-            log_file.flush()
-    return state
-
-
-def final_metrics(records: list, count: int) -> dict:
-    """The final score of a run: each held-out metric averaged over its last `count`
-    evaluations (fewer if the run had fewer), to cut the noise of a single evaluation."""
-    evaluations = [r["eval"] for r in records if "eval" in r][-count:]
-    final = {}
-    for key in evaluations[-1]:
-        values = [e[key] for e in evaluations if e.get(key) is not None]
-        final[key] = sum(values) / len(values) if values else None
-    return final
-
-
-# --- The paper's comparison on the toy (--compare) ---
-
-ROWS = [  # (row, settings that differ from the run's own); the paper's table and its ablations
-    ("GRPO", {"variant": "grpo"}),
-    ("GRPO w/ SG", {"variant": "sg"}),
-    ("GRPO w/ SG & GR", {"variant": "sg_gr"}),
-    ("  ablation: immediate lambda = 1", {"variant": "sg_gr", "schedule": "immediate"}),
-    ("  ablation: no annealing", {"variant": "sg_gr", "schedule": "no_anneal"}),
-    ("  ablation: reward enters at 25%", {"variant": "sg_gr", "enter_at": 0.25}),
-    ("GRPO w/ SG & GR, paper-faithful", {"variant": "sg_gr", **PAPER_FAITHFUL}),
-]
-CONTROL_ROWS = [  # --controls: what any internal reward can do here (controls, not methods)
-    ("control: oracle reward for the guide's", {"variant": "sg_gr", "internal_reward": "oracle"}),
-    ("control: random reward, the guides' shares", {"variant": "sg_gr", "internal_reward": "random"}),
-    ("control: oracle reward, no guide slot", {"variant": "grpo", "internal_reward": "oracle"}),
-]
-ORACLE_ROWS = [  # --rows oracle: can a perfect internal reward help GRPO here, and how credited?
-    ("GRPO", {"variant": "grpo"}),
-    ("GRPO + oracle reward, trajectory credit",
-     {"variant": "grpo", "internal_reward": "oracle", "credit": "trajectory"}),
-    ("GRPO + oracle reward, step credit",
-     {"variant": "grpo", "internal_reward": "oracle", "credit": "step"}),
-]
-SLOT_ROWS = [  # --rows slot: why does the guide slot cost GRPO? (lambda = 0 in every row)
-    ("GRPO", {"variant": "grpo"}),
-    ("GRPO w/ SG", {"variant": "sg"}),
-    ("  guide and action tokens averaged apart", {"variant": "sg", "token_mean": "per_slot"}),
-    ("  guides trained by the KL alone", {"variant": "sg", "guide_advantage": "none"}),
-    ("  guides sampled at temperature 0.5", {"variant": "sg", "guide_temperature": 0.5}),
-    ("  no guide KL", {"variant": "sg", "kl_guide": 0.0}),
-]
-
-
-def sampling_rows(guide_temperature: float) -> list:
-    """--rows sampling: does the sampling noise of the guides in training cost the slot? The
-    core rows, and the guided ones again at the other guide temperature (0.1, or 1 when the
-    run's own --guide-temperature is not 1)."""
-    other = 0.1 if guide_temperature == 1.0 else 1.0
-    return ROWS[:3] + [(f"{row}, guides at temperature {other:g}",
-                        {"variant": variant, "guide_temperature": other})
-                       for row, variant in [("GRPO w/ SG", "sg"), ("GRPO w/ SG & GR", "sg_gr")]]
-
-
-GUARD_ROWS = [  # --guards: which guard the full method needs, starting from the paper as written
-    ("GRPO w/ SG & GR, paper-faithful", {"variant": "sg_gr", **PAPER_FAITHFUL}),
-    ("  + guide KL only", {"variant": "sg_gr", **PAPER_FAITHFUL, "kl_guide": 0.1}),
-    ("  + length-neutral mean only", {"variant": "sg_gr", **PAPER_FAITHFUL,
-                                      "internal_return": "mean"}),
-    ("  + guide trained by env advantage only", {"variant": "sg_gr", **PAPER_FAITHFUL,
-                                                 "guide_advantage": "env"}),
-    ("  + guide KL and env-advantage guide (paper's sum)",
-     {"variant": "sg_gr", **PAPER_FAITHFUL, "kl_guide": 0.1, "guide_advantage": "env"}),
-    ("  + all three guards", {"variant": "sg_gr", **PAPER_FAITHFUL, "kl_guide": 0.1,
-                              "internal_return": "mean", "guide_advantage": "env"}),
-]
-
-
-def compare_rows(cfg: Config) -> list:
-    """The rows --compare trains, in table order, each once."""
-    rows = {"paper": ROWS, "core": ROWS[:3], "oracle": ORACLE_ROWS, "slot": SLOT_ROWS,
-            "sampling": sampling_rows(cfg.guide_temperature)}[cfg.rows] \
-        + (CONTROL_ROWS if cfg.controls else []) + (GUARD_ROWS if cfg.guards else [])
-    return list(dict(rows).items())
-
-
-def first_trusted_iteration(cfg: Config) -> int:
-    """The first iteration with lambda > 0 (cfg.iterations + 1 if none): up to it, a row
-    computes exactly what its trunk computes, so --compare trains that prefix once."""
-    return next((i for i in range(1, cfg.iterations + 1) if trust_at(cfg, i) > 0),
-                cfg.iterations + 1)
-
-
-def trunk_config(cfg: Config) -> Config:
-    """The lambda = 0 run a row shares its first iterations with: plain GRPO for the rows
-    without a guide slot, GRPO w/ SG for the others. Until lambda > 0, everything about the
-    internal reward (its source, its form, its credit, which advantage the guide gets) is
-    multiplied by zero, so those settings are reset here and rows that differ only in them
-    share one trunk. (Guides trained by the KL alone differ from the first iteration on.)"""
-    guide_advantage = "none" if cfg.guide_advantage == "none" else "composite"
-    return dataclasses.replace(cfg, variant="grpo" if cfg.variant == "grpo" else "sg",
-                               schedule="trapezoid", enter_at=0.5, internal_reward="guide",
-                               internal_return="sum", guide_advantage=guide_advantage,
-                               credit="trajectory")
-
-
-def snapshot(policy, state: TrainState) -> dict:
-    return {"policy": copy.deepcopy(policy.state_dict()),
-            "optimizer": copy.deepcopy(state.optimizer.state_dict()),
-            "tasks": state.tasks.getstate(), "sampler": state.sampler.get_state(),
-            "shuffler": state.shuffler.get_state(), "iteration": state.iteration,
-            "records": list(state.records)}
-
-
-def restore(saved: dict, prior, cfg: Config):
-    """A policy and TrainState that continue exactly where `saved` was taken."""
-    policy = copy.deepcopy(prior)
-    policy.load_state_dict(saved["policy"])
-    state = new_train_state(policy, cfg)
-    # load_state_dict keeps the saved moment tensors as they are, so without this copy a
-    # second branch from the same snapshot would start from the first branch's moments
-    state.optimizer.load_state_dict(copy.deepcopy(saved["optimizer"]))
-    state.tasks.setstate(saved["tasks"])
-    state.sampler.set_state(saved["sampler"])
-    state.shuffler.set_state(saved["shuffler"])
-    state.iteration, state.records = saved["iteration"], list(saved["records"])
-    return policy, state
-
-
-def train_rows(prior, configs: dict) -> dict:
-    """Train every row's config from the prior, training each shared lambda = 0 prefix once.
-    Returns {row: (policy, records)}; the result equals training each row on its own."""
-    trunks = {}
-    for row, cfg in configs.items():
-        key = json.dumps(dataclasses.asdict(trunk_config(cfg)), sort_keys=True)
-        trunks.setdefault(key, []).append(row)
-    results = {}
-    for rows in trunks.values():
-        trunk = trunk_config(configs[rows[0]])
-        branch_points = sorted({first_trusted_iteration(configs[r]) - 1 for r in rows})
-        policy, state, saved = copy.deepcopy(prior), None, {}
-        for point in branch_points:
-            state = train(policy, prior, trunk, state=state, until=point)
-            saved[point] = snapshot(policy, state)
-        for row in rows:
-            cfg = configs[row]
-            policy, state = restore(saved[first_trusted_iteration(cfg) - 1], prior, cfg)
-            state = train(policy, prior, cfg, state=state)
-            results[row] = (policy, state.records)
-    return results
-
-
-def unit_path(cfg: Config, rows=None) -> Path:
-    """Where a --compare work unit saves its rows the moment it finishes: one seed's prompting
-    rows (rows None), or one seed's rows that share a trunk (named after the first)."""
-    name = "prompting" if rows is None else slug(rows[0][0])
-    return Path(cfg.out) / "units" / f"seed{cfg.seed}-{name}.json"
-
-
-def compare_prior(cfg: Config):
-    """--compare, one seed, first unit: its own prior (cloned once and cached) and the two
-    prompting rows, which are that prior evaluated without and with the guide slot."""
-    torch.set_num_threads(1)  # same numbers whatever --workers is; tiny models gain little from more
-    seed_everything(cfg.seed)
-    prior = load_or_train_prior(cfg, pick_device(cfg.device))
-    results = {"ReAct": {"final": evaluate(prior, cfg, guided=False), "history": []},
-               "ReAct w/ SG": {"final": evaluate(prior, cfg, guided=True), "history": []}}
-    write_atomic(unit_path(cfg), json.dumps(results))
-
-
-def compare_trunk(cfg: Config, rows):
-    """--compare, one seed, one work unit: the rows that share a lambda = 0 trunk, trained from
-    the seed's cached prior. Their logs go to the run folder as seed<k>-<row>.jsonl."""
-    torch.set_num_threads(1)
-    seed_everything(cfg.seed)
-    prior = load_or_train_prior(cfg, pick_device(cfg.device))
-    trained = train_rows(prior, {row: dataclasses.replace(cfg, **overrides) for row, overrides in rows})
-    results = {}
-    for row, (_, records) in trained.items():
-        results[row] = {"final": final_metrics(records, cfg.final_evals),
-                        "history": [(r["iteration"], r["eval"]) for r in records if "eval" in r],
-                        "trust": [r["trust"] for r in records]}
-        write_atomic(Path(cfg.out) / f"seed{cfg.seed}-{slug(row)}.jsonl",
-                     "".join(json.dumps(r) + "\n" for r in records))
-    write_atomic(unit_path(cfg, rows), json.dumps(results))  # last: the unit is done
-
-
-def slug(row: str) -> str:
-    return "-".join("".join(c if c.isalnum() else " " for c in row.lower()).split())
-
-
-def mean_and_spread(values):
-    """Mean and sample std of the values that are defined (not None)."""
-    values = [v for v in values if v is not None]
-    if not values:
-        return float("nan"), float("nan")
-    mean = sum(values) / len(values)
-    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / max(len(values) - 1, 1))
-
-
-T_975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086]  # Student t, 97.5%, df 1..20
-
-
-def paired_interval(differences) -> tuple[float, float]:
-    """Mean of paired differences and the half-width of its 95% t-interval (seeds are the
-    pairs: same prior, same seed). Half-width nan for fewer than two pairs."""
-    mean, spread = mean_and_spread(differences)
-    n = len(differences)
-    if n < 2:
-        return mean, float("nan")
-    t = T_975[n - 2] if n - 1 <= len(T_975) else 1.96 + 2.4 / (n - 1)  # df > 20: close to z
-    return mean, t * spread / math.sqrt(n)
-
-
-def compare_table(per_seed: list[dict], baselines=("GRPO", "GRPO w/ SG")) -> str:
-    """The paper's table on the toy: mean +- sample std over seeds, and each row's paired
-    difference in success to each baseline row (same seed, same prior), mean [95%
-    t-interval]. The second baseline isolates the guide reward: rows with a guide slot
-    against the same slot at lambda = 0."""
-    columns = [("success", "held-out success", 3), ("steps_over_optimal", "steps / optimal", 2),
-               ("guide_balanced_accuracy", "guide bal. acc.", 3),
-               ("share_positive", "positive guides", 2)]
-    baselines = [b for b in baselines if b in per_seed[0]] if len(per_seed) > 1 else []
-    lines = ["| row | held-out success | " + "".join(f"vs {b} [95% CI] | " for b in baselines) +
-             " | ".join(c[1] for c in columns[1:]) + " |",
-             "|---|" + "---|" * (len(columns) + len(baselines))]
-    for row in per_seed[0]:
-        cells = []
-        for key, _, digits in columns:
-            mean, spread = mean_and_spread([seed[row]["final"].get(key) for seed in per_seed])
-            cells.append("-" if math.isnan(mean) else
-                         f"{mean:.{digits}f} ± {spread:.{digits}f}" if len(per_seed) > 1 else
-                         f"{mean:.{digits}f}")
-        for k, baseline in enumerate(baselines):
-            differences = [seed[row]["final"]["success"] - seed[baseline]["final"]["success"]
-                           for seed in per_seed]
-            mean, half = paired_interval(differences)
-            cells.insert(1 + k, "-" if row == baseline else
-                         f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]")
-        lines.append(f"| {row} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def co_evolution(per_seed: list[dict]) -> list[str]:
-    """What the table cannot show at a glance: how much of the oracle's gain the guide's own
-    reward captures, and whether each guide got more accurate as its policy got better."""
-    lines = []
-    pairs = [("GRPO w/ SG & GR", "control: oracle reward for the guide's")]
-    for method, oracle in pairs:
-        if {method, oracle, "GRPO w/ SG"} <= set(per_seed[0]) and len(per_seed) > 1:
-            gains = [[seed[row]["final"]["success"] - seed["GRPO w/ SG"]["final"]["success"]
-                      for seed in per_seed] for row in (method, oracle)]
-            (guide, _), (ceiling, _) = (mean_and_spread(g) for g in gains)
-            verdict = ("no gain for the guide to capture" if ceiling <= 0 else
-                       "the guide captures none of the oracle's gain" if guide <= 0 else
-                       f"the guide captures {guide / ceiling:.0%} of the oracle's gain")
-            lines.append(f"Over GRPO w/ SG, the guide's reward gains {guide:+.3f} and the "
-                         f"oracle's {ceiling:+.3f}: {verdict}")
-    for row in per_seed[0]:
-        if not per_seed[0][row]["history"] or "guide_balanced_accuracy" not in \
-                per_seed[0][row]["final"]:
-            continue
-        start = mean_and_spread([s["ReAct w/ SG"]["final"]["guide_balanced_accuracy"]
-                                 for s in per_seed])[0]
-        final = mean_and_spread([s[row]["final"]["guide_balanced_accuracy"] for s in per_seed])[0]
-        correlations = [pearson([m["success"] for _, m in s[row]["history"]],
-                                [m["guide_balanced_accuracy"] for _, m in s[row]["history"]])
-                        for s in per_seed]
-        lines.append(f"{row.strip()}: guide balanced accuracy {start:.3f} (prior) -> {final:.3f}; "
-                     f"correlation with held-out success over its evaluations "
-                     f"{mean_and_spread(correlations)[0]:+.2f} (mean over seeds)")
-    return lines
-
-
-def pearson(xs, ys) -> float | None:
-    """Pearson's r of two equally long lists; None if either is constant or has a None."""
-    if None in xs or None in ys or len(xs) < 2:
-        return None
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-    sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
-    return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else None
-
-
-RESULT_FREE_SETTINGS = ("workers", "threads", "plot", "quick", "out")  # no number depends on these
-
-
-def claim_compare_folder(out: Path, cfg: Config):
-    """A --compare folder belongs to the command that started it: the same command resumes
-    it, a different one is refused in one line rather than mixed in."""
-    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in RESULT_FREE_SETTINGS}
-    path = out / "compare-settings.json"
-    if not path.exists():
-        out.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, json.dumps(settings, indent=1, sort_keys=True))
-        return
-    try:
-        saved = json.loads(path.read_text())
-    except ValueError:
-        raise SystemExit(f"error: {path} is not readable; remove {out} to start over") from None
-    changed = [f"--{k.replace('_', '-')} {saved.get(k)} there, {settings.get(k)} now"
-               for k in sorted(set(saved) | set(settings)) if saved.get(k) != settings.get(k)]
-    if changed:
-        raise SystemExit(f"error: {out} holds a comparison made with other settings "
-                         f"({'; '.join(changed)}); give another --out, or remove {out} to "
-                         f"start over")
-
-
-def compare_units(cfg: Config, rows, configs) -> list:
-    """[(seed's config, rows)]: one work unit per seed and trunk (the rows that share a
-    lambda = 0 prefix up to the same branch point), the biggest first so that the workers
-    finish together."""
-    groups = {}
-    for index, (row, overrides) in enumerate(rows):
-        row_cfg = dataclasses.replace(cfg, **overrides)
-        branch = first_trusted_iteration(row_cfg) - 1
-        key = (json.dumps(dataclasses.asdict(trunk_config(row_cfg)), sort_keys=True), branch,
-               index if branch == 0 else -1)  # nothing to share: a unit of its own
-        groups.setdefault(key, []).append((row, overrides))
-    work = {key: len(group) * cfg.iterations - key[1] * (len(group) - 1)  # iterations to train
-            for key, group in groups.items()}
-    return [(c, groups[key]) for key in sorted(groups, key=work.get, reverse=True) for c in configs]
-
-
-def run_compare(cfg: Config):
-    """Every row of the table for --seeds seeds, spread over --workers processes. Each work
-    unit is saved under --out as it finishes, so an interrupted comparison (Ctrl-C, SIGTERM,
-    a reboot) resumes where it stopped when the same command is run again."""
-    rows = compare_rows(cfg)
-    out = Path(cfg.out or "runs/compare")
-    claim_compare_folder(out, cfg)
-    (out / "units").mkdir(exist_ok=True)
-    configs = [dataclasses.replace(cfg, seed=cfg.seed + k, out=str(out)) for k in range(cfg.seeds)]
-    units = compare_units(cfg, rows, configs)
-    prompting = [c for c in configs if not unit_path(c).exists()]
-    trunks = [(c, group) for c, group in units if not unit_path(c, group).exists()]
-    total = len(configs) + len(units)
-    done = total - len(prompting) - len(trunks)
-    if done:
-        print(f"resuming {out}: {done} of {total} work units (seed x trunk) are saved there and "
-              f"skipped; training the other {total - done}")
-    start = time.perf_counter()
-    try:
-        if cfg.workers > 1 and len(prompting) + len(trunks) > 1:
-            import multiprocessing
-            spawn = multiprocessing.get_context("spawn")
-            # one tqdm lock for all workers: each making its own leaves semaphores behind at exit
-            with spawn.Pool(cfg.workers, initializer=tqdm.set_lock,
-                            initargs=(spawn.RLock(),)) as pool:
-                pool.map(compare_prior, prompting)
-                pool.starmap(compare_trunk, trunks)
-        else:
-            for c in prompting:
-                compare_prior(c)
-            for c, group in trunks:
-                compare_trunk(c, group)
-    except KeyboardInterrupt:
-        saved = sum(unit_path(c).exists() for c in configs) + \
-            sum(unit_path(c, group).exists() for c, group in units)
-        print(f"\nstopped by Ctrl-C or SIGTERM: {saved} of {total} work units are saved in "
-              f"{out}; run the same command again to train the rest")
-        return None
-    per_seed = [json.loads(unit_path(c).read_text()) for c in configs]
-    for c, group in units:
-        per_seed[configs.index(c)].update(json.loads(unit_path(c, group).read_text()))
-    per_seed = [{row: seed[row] for row in ["ReAct", "ReAct w/ SG"] + [r for r, _ in rows]}
-                for seed in per_seed]  # table order
-    minutes = (time.perf_counter() - start) / 60
-    table = compare_table(per_seed) + "\n\n" + "\n".join(f"- {line}" for line in co_evolution(per_seed))
-    seeds_text = ", ".join(str(c.seed) for c in configs)
-    header = (f"Held-out greedy success on {cfg.eval_tasks} tasks, each run's final score the "
-              f"mean of its last {cfg.final_evals} evaluations (every {cfg.eval_every} "
-              f"iterations); mean ± std over seeds {seeds_text}; paired differences (same seed, "
-              f"same prior) with 95% t-intervals over the seeds; {minutes:.1f} min"
-              f"{f' (and earlier runs for {done} units)' if done else ''}.\n"
-              f"Command: python selfguide.py " + " ".join(sys.argv[1:]))
-    write_atomic(out / "compare.md", header + "\n\n" + table + "\n")
-    write_atomic(out / "compare.json", json.dumps(
-        {"config": dataclasses.asdict(cfg), "seeds": [c.seed for c in configs],
-         "minutes": minutes, "per_seed": per_seed}, indent=1))
-    print(f"\n{header}\n\n{table}\n\nwritten to {out}/compare.md and compare.json")
-    return per_seed
-
-
-def pyplot():
-    """matplotlib's pyplot, drawing to files; matplotlib is optional (only --plot needs it)."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise SystemExit("error: --plot needs matplotlib: pip install matplotlib") from None
-    return plt
-
-
-def shade_trust(axis, iterations, trust):
-    """lambda(u) shaded behind a plot, on its own right-hand scale."""
-    shade = axis.twinx()
-    shade.fill_between(iterations, trust, color="0.9", step="mid", zorder=0)
-    shade.set_ylim(0, 1.05)
-    shade.set_ylabel("trust lambda(u)", color="0.5")
-    axis.set_zorder(shade.get_zorder() + 1)
-    axis.patch.set_visible(False)
-
-
-def plot_compare(folder: Path, figure_path: Path):
-    """Top: each row's held-out success minus GRPO's on the same seed (paired: the priors'
-    spread cancels), mean +- std over seeds, with lambda(u) shaded behind. Bottom: the
-    guide's balanced accuracy (solid) and share of "positive" (dotted)."""
-    plt = pyplot()
-    results = json.loads((folder / "compare.json").read_text())
-    per_seed, cfg = results["per_seed"], results["config"]
-
-    def points(seed, row, key, start_row):  # [(iteration, value)]; iteration 0 is the prior
-        return [(0, seed[start_row]["final"][key])] + [(i, m[key]) for i, m in seed[row]["history"]]
-
-    def curve(row, key, start_row, minus_grpo=False):  # iterations, mean, std over seeds
-        per = [points(seed, row, key, start_row) for seed in per_seed]
-        if minus_grpo:
-            per = [[(i, v - g) for (i, v), (_, g) in zip(p, points(seed, "GRPO", key, "ReAct"))]
-                   for p, seed in zip(per, per_seed)]
-        stats = [mean_and_spread([p[k][1] for p in per]) for k in range(len(per[0]))]
-        return [i for i, _ in per[0]], [m for m, _ in stats], [s for _, s in stats]
-
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 7), sharex=True)
-    trust = per_seed[0]["GRPO w/ SG & GR"]["trust"]
-    for axis in (top, bottom):
-        shade_trust(axis, range(1, len(trust) + 1), trust)
-    lines = [("GRPO w/ SG", "tab:blue"), ("GRPO w/ SG & GR", "tab:red"),
-             ("GRPO w/ SG & GR, paper-faithful", "tab:orange"),
-             ("control: oracle reward for the guide's", "tab:green"),
-             ("control: random reward, the guides' shares", "tab:purple")]
-    top.axhline(0, color="tab:gray", linewidth=1.5, label="GRPO (the zero line)")
-    for row, color in [line for line in lines if line[0] in per_seed[0]]:
-        x, mean, std = curve(row, "success", "ReAct w/ SG", minus_grpo=True)
-        top.plot(x, mean, color=color, marker="o", markersize=3, label=row)
-        top.fill_between(x, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
-                         color=color, alpha=0.12)
-        for key, style in [("guide_balanced_accuracy", "-"), ("share_positive", ":")]:
-            x, mean, _ = curve(row, key, "ReAct w/ SG")
-            bottom.plot(x, mean, color=color, linestyle=style, marker="o", markersize=3)
-    top.set_ylabel("held-out success minus GRPO's\n(same seed, greedy)")
-    top.legend(loc="lower left", fontsize=7)
-    bottom.axhline(1 / 3, color="0.6", linewidth=0.8)
-    bottom.set_ylabel("guide vs true progress: balanced\naccuracy (solid), positive share (dotted)")
-    bottom.set_xlabel("GRPO iteration")
-    maze = (f"{cfg['size']}x{cfg['size']} maze, start >= {cfg['min_distance']} steps away, "
-            f"{cfg['max_steps']} moves{', hot/cold cue' if cfg['cue'] else ''}"
-            f"{', dist:K' if cfg.get('dist') else ''}")
-    top.set_title(f"Self-Guide on the toy: {maze}; {len(per_seed)} seeds, mean ± std", fontsize=9)
-    fig.tight_layout()
-    figure_path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(figure_path, dpi=110)
-    print(f"figure written to {figure_path}")
-
-
-def plot_co_evolution(folder: Path, figure_path: Path):
-    """Does the guide get better as its policy does? Each guided row's path through (success,
-    guide accuracy) over training, mean over seeds, from the prior (x) to the end (dot). Left:
-    the held-out greedy guide at each evaluation. Right: the training rollouts' sampled guides,
-    each point the mean of --eval-every iterations (from the rows' logs). The accuracy is on
-    the moves the prior misjudges (--cue-misjudge revisit) where there are such, else the
-    balanced accuracy."""
-    plt = pyplot()
-    results = json.loads((folder / "compare.json").read_text())
-    per_seed, cfg, seeds = results["per_seed"], results["config"], results["seeds"]
-    key = ("guide_accuracy_revisit" if cfg.get("cue_misjudge", "none") != "none"
-           else "guide_balanced_accuracy")
-    rows = [row for row in per_seed[0] if per_seed[0][row]["history"]
-            and per_seed[0][row]["final"].get(key) is not None]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.8), sharey=True)
-
-    def mean_path(paths):  # [[(x, y), ...] per seed] -> mean x and mean y per point
-        return ([mean_and_spread([p[k][0] for p in paths])[0] for k in range(len(paths[0]))],
-                [mean_and_spread([p[k][1] for p in paths])[0] for k in range(len(paths[0]))])
-
-    def sampled(seed, row):  # (success, accuracy) per window of eval_every training iterations
-        log = read_log(folder / f"seed{seed}-{slug(row)}.jsonl")
-        windows = [log[i:i + cfg["eval_every"]] for i in range(0, len(log), cfg["eval_every"])]
-        return [(mean_and_spread([r["success"] for r in w])[0],
-                 mean_and_spread([r.get(key) for r in w])[0]) for w in windows]
-
-    for row, color in zip(rows, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 2):
-        prior = [(s["ReAct w/ SG"]["final"]["success"], s["ReAct w/ SG"]["final"][key])
-                 for s in per_seed]
-        held_out = mean_path([[p] + [(m["success"], m[key]) for _, m in s[row]["history"]]
-                              for p, s in zip(prior, per_seed)])
-        for axis, (xs, ys) in [(axes[0], held_out),
-                               (axes[1], mean_path([sampled(seed, row) for seed in seeds]))]:
-            axis.plot(xs, ys, color=color, marker="o", markersize=2.5, linewidth=1,
-                      label=row.strip())
-            axis.plot(xs[0], ys[0], color=color, marker="x", markersize=7)
-            axis.plot(xs[-1], ys[-1], color=color, marker="o", markersize=7)
-    axes[0].set_title("held-out, greedy guide (x: the prior)", fontsize=9)
-    axes[1].set_title(f"training rollouts, sampled guides (mean of {cfg['eval_every']} "
-                      f"iterations)", fontsize=9)
-    axes[0].set_ylabel(key.replace("_", " "))
-    for axis in axes:
-        axis.set_xlabel("success")
-    axes[0].legend(fontsize=7, loc="best")
-    fig.suptitle(f"Co-evolution: does the guide improve with the policy? {len(seeds)} seeds, "
-                 f"mean", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(figure_path, dpi=110)
-    print(f"figure written to {figure_path}")
-
-
-def read_log(path: Path) -> list:
-    """A run's log.jsonl; a last line cut short (the run was killed mid-write) is left out."""
-    records = []
-    for number_, line in enumerate(path.read_text().splitlines(), 1):
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            tqdm.write(f"warning: {path} line {number_} is cut short or damaged; left out",
-                       file=sys.stderr)
-    return records
-
-
-def plot_run(folder: Path) -> Path:
-    """One run's curves from its log.jsonl, into <folder>/curves.png. Top: held-out (greedy)
-    success and the training rollouts' (sampled) success, with lambda(u) shaded behind.
-    Bottom: the guide's shares and balanced accuracy, held-out and in training."""
-    plt = pyplot()
-    records = read_log(folder / "log.jsonl")
-    if not records:
-        raise SystemExit(f"error: {folder}/log.jsonl holds no iteration yet; nothing to plot")
-    evals = [(r["iteration"], r["eval"]) for r in records if "eval" in r]
-    iterations = [r["iteration"] for r in records]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 6.5), sharex=True)
-    for axis in (top, bottom):
-        shade_trust(axis, iterations, [r["trust"] for r in records])
-    top.plot(iterations, [r["success"] for r in records], color="tab:blue", alpha=0.35,
-             linewidth=0.8, label="training rollouts (sampled)")
-    top.plot([i for i, _ in evals], [m["success"] for _, m in evals], color="tab:blue",
-             marker="o", markersize=3, label="held-out (greedy)")
-    top.set_ylabel("success")
-    top.legend(loc="lower right", fontsize=7)
-    if "share_positive" in records[0]:
-        for key, color in [("share_positive", "tab:green"), ("share_neutral", "tab:gray"),
-                           ("share_negative", "tab:red"), ("guide_balanced_accuracy", "k")]:
-            label = key.replace("share_", "share ").replace("guide_balanced_accuracy",
-                                                             "balanced accuracy")
-            bottom.plot(iterations, [r[key] for r in records], color=color, alpha=0.35,
-                        linewidth=0.8)
-            bottom.plot([i for i, _ in evals], [m[key] for _, m in evals], color=color,
-                        marker="o", markersize=3, label=label)
-        bottom.axhline(1 / 3, color="0.6", linewidth=0.8)
-        bottom.legend(loc="lower right", fontsize=7, ncol=2)
-    else:
-        bottom.text(0.5, 0.5, "no guide slot (--variant grpo)", ha="center",
-                    transform=bottom.transAxes)
-    bottom.set_ylabel("guide: shares and balanced accuracy\n(dots held-out, lines training)")
-    bottom.set_xlabel("GRPO iteration")
-    top.set_title(f"{folder}: {len(records)} iterations", fontsize=9)
-    fig.tight_layout()
-    figure = folder / "curves.png"
-    fig.savefig(figure, dpi=110)
-    print(f"figure written to {figure}")
-    return figure
-
-
-# --- main: the prior, the chosen variant, the summary table ---
+# --- one run: train or --eval-only, the summary table ---
 
 def summary_table(rows) -> str:
     """rows: [(name, metrics)] -> a Markdown table."""
@@ -1830,106 +1283,34 @@ def summary_table(rows) -> str:
     return "\n".join(lines)
 
 
-def run_bench(cfg: Config, device):
-    """Timings the README quotes: cached vs recomputed rollout, a training pass at every vs the
-    scored positions, one GRPO iteration, Stage 0."""
-    seed_everything(cfg.seed)
-    policy = make_policy(cfg).to(device).eval()  # untrained: its episodes run to full length
-    seeds = list(range(cfg.tasks_per_iter * cfg.group_size))
-    timings = {}
-    for use_cache in (True, False):
-        rollout(policy, seeds[:8], True, cfg, torch.Generator(device=device).manual_seed(0),
-                use_cache=use_cache)  # warm-up
-        start = time.perf_counter()
-        batch = rollout(policy, seeds, True, cfg, torch.Generator(device=device).manual_seed(0),
-                        use_cache=use_cache)
-        timings[use_cache] = time.perf_counter() - start
-    print(f"rollout of {len(seeds)} episodes x {batch.steps.float().mean():.1f} steps "
-          f"({batch.tokens.shape[1]} tokens): cached {timings[True]:.2f} s, recomputed "
-          f"{timings[False]:.2f} s, speed-up {timings[False] / timings[True]:.1f}x")
-    # a training pass: transformers' forward at every position vs the scored positions only
-    size = len(seeds) // cfg.minibatches
-    tokens = batch.tokens[:size]
-    targets = scored_columns(batch.slots[:size])
-    passes = {"every position": lambda: writable_logits(policy, tokens)[:, targets - 1],
-              "scored positions": lambda: scored_logits(policy, tokens, targets - 1)}
-    pass_seconds = {}
-    for name, logits in passes.items():
-        seconds = []
-        for _ in range(6):  # the first is a warm-up
-            start = time.perf_counter()
-            logits().sum().backward()
-            seconds.append(time.perf_counter() - start)
-        pass_seconds[name] = sorted(seconds[1:])[2]  # median of 5
-    policy.zero_grad(set_to_none=True)
-    every, scored = pass_seconds["every position"], pass_seconds["scored positions"]
-    print(f"training pass (forward + backward, {size} episodes): every position "
-          f"{every * 1000:.1f} ms, scored positions only {scored * 1000:.1f} ms, "
-          f"speed-up {every / scored:.1f}x")
-    state, reference = new_train_state(policy, cfg), copy.deepcopy(policy)
-    records = [grpo_iteration(policy, reference, cfg, state, i) for i in range(1, 6)][1:]
-    parts = {k: sorted(r[f"{k}_seconds"] for r in records)[len(records) // 2]
-             for k in ("rollout", "reference", "update")}  # medians of 4, after a warm-up
-    print(f"one GRPO iteration ({cfg.variant}, {len(seeds)} episodes): {sum(parts.values()):.3f} s "
-          f"= rollout {parts['rollout']:.3f} + reference log-probs {parts['reference']:.3f} + "
-          f"update {parts['update']:.3f} ({cfg.update_epochs} x {cfg.minibatches} minibatches)")
-    seed_everything(cfg.seed)
-    start = time.perf_counter()
-    corpus = demonstration_corpus(cfg)
-    corpus_seconds = time.perf_counter() - start
-    losses = clone_demonstrator(make_policy(cfg).to(device), *corpus, cfg, device)
-    print(f"Stage 0: {cfg.prior_episodes} demonstrations in {corpus_seconds:.1f} s, cloning "
-          f"{len(losses)} updates in {time.perf_counter() - start - corpus_seconds:.1f} s "
-          f"(loss {losses[0]:.3f} -> {losses[-1]:.3f}), total {time.perf_counter() - start:.1f} s")
-
-
-def writable_folder(path, flag: str):
+def writable_folder(path, option: str):
     """Create `path` if needed and check a file can be written there; else one clear line."""
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
-        raise SystemExit(f"error: {flag} {str(path)!r} exists and is not a folder")
+        raise SystemExit(f"error: {option} {str(path)!r} exists and is not a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         probe = folder / ".selfguide-write-test"
         probe.touch()
         probe.unlink()
     except OSError as error:
-        raise SystemExit(f"error: {flag} {str(path)!r} cannot be written "
+        raise SystemExit(f"error: {option} {str(path)!r} cannot be written "
                          f"({error.strerror or error})") from None
 
 
 def check_paths(cfg: Config):
     """Every path this command will need, checked before any work (a prior clones in a
     minute; a wrong path should fail in a second)."""
-    if cfg.bench:
-        return
-    if cfg.plot and not cfg.compare:
-        folder = cfg.out or "runs/compare"
-        if not any((Path(folder) / name).exists() for name in ("compare.json", "log.jsonl")):
-            raise SystemExit(f"error: no compare.json or log.jsonl in {folder!r} to plot; "
-                             f"run --compare or a training run first (or give its --out)")
-        return
     if cfg.init_from:
         check_saved_policy(cfg.init_from, cfg)
     if not (cfg.eval_only and cfg.init_from):  # everything else needs the prior
         writable_folder(cfg.prior_cache, "--prior-cache")
-    if cfg.compare:
-        writable_folder(cfg.out or "runs/compare", "--out")
-    elif not cfg.eval_only:
-        writable_folder(cfg.out or f"runs/{cfg.variant}-seed{cfg.seed}", "--out")
+    if not cfg.eval_only:
+        writable_folder(run_folder(cfg), "--out")
 
 
-def timing_line(timings: dict, records: list) -> str:
-    """Where the run's seconds went, from the clock readings of Stage 0 and the log."""
-    total = {k: sum(r.get(f"{k}_seconds", 0.0) for r in records)
-             for k in ("rollout", "reference", "update", "eval")}
-    total["eval"] += timings.get("prior_eval", 0.0)
-    stage0 = (f"Stage 0 {timings['demonstrations'] + timings['cloning']:.0f} s (demonstrations "
-              f"{timings['demonstrations']:.0f}, cloning {timings['cloning']:.0f}); "
-              if "cloning" in timings else "Stage 0 from the cache; ")
-    return (f"time: {stage0}GRPO {total['rollout'] + total['reference'] + total['update']:.0f} s "
-            f"(rollouts {total['rollout']:.0f}, reference log-probs {total['reference']:.0f}, "
-            f"updates {total['update']:.0f}); held-out evaluations {total['eval']:.0f} s")
+def run_folder(cfg: Config) -> Path:
+    return Path(cfg.out or f"runs/{cfg.variant}-seed{cfg.seed}")
 
 
 def run_eval_only(cfg: Config, device):
@@ -1948,20 +1329,21 @@ def run_eval_only(cfg: Config, device):
 
 def run_training(cfg: Config, device):
     """The prior, the chosen variant trained from it, and the summary table."""
-    timings = {}
-    prior = load_or_train_prior(cfg, device, timings)
+    clock = [time.perf_counter()]  # Stage 0, the prior's evaluations, training
+    prior = load_or_train_prior(cfg, device)
     policy = load_policy(cfg.init_from, cfg, device) if cfg.init_from else copy.deepcopy(prior)
-    start = time.perf_counter()
+    clock.append(time.perf_counter())
     before = [("prior, no guide (ReAct)", evaluate(prior, cfg, guided=False)),
               ("prior, guide (ReAct w/ SG)", evaluate(prior, cfg, guided=True))]
-    timings["prior_eval"] = time.perf_counter() - start
+    clock.append(time.perf_counter())
     for name, metrics in before:
         tqdm.write(f"{name}: {format_metrics(metrics)}")
-    out = Path(cfg.out or f"runs/{cfg.variant}-seed{cfg.seed}")
+    out = run_folder(cfg)
     write_atomic(out / "selfguide_config.json", json.dumps(dataclasses.asdict(cfg), indent=2))
     with open(out / "log.jsonl", "w") as log_file:  # a line per iteration, flushed as it comes
         try:
-            state = train(policy, prior.eval(), cfg, log_file)
+            state = train(policy, prior, cfg, log_file)
+            clock.append(time.perf_counter())
         except KeyboardInterrupt:
             save_policy(policy, out)
             print(f"\nstopped by Ctrl-C or SIGTERM; the policy trained so far is saved in {out}")
@@ -1972,8 +1354,11 @@ def run_training(cfg: Config, device):
                       final_metrics(state.records, cfg.final_evals))]
     table = summary_table(rows)
     write_atomic(out / "summary.md", table + "\n")
+    stage0, prompting, training = (b - a for a, b in zip(clock, clock[1:]))
     print(f"\n{table}\n\ngreedy, {cfg.eval_tasks} held-out tasks; policy, config and "
-          f"log.jsonl in {out}\n{timing_line(timings, state.records)}")
+          f"log.jsonl in {out}\ntime: Stage 0 {stage0:.0f} s, the prior's evaluations "
+          f"{prompting:.0f} s, GRPO {training:.0f} s (with its held-out evaluations; "
+          f"experiments/benchmark.py breaks an iteration down)")
     if cfg.show:
         print("\n" + show_episodes(policy, cfg, cfg.show, cfg.guided))
     return rows
@@ -1994,17 +1379,6 @@ def main(argv=None):
         torch.set_num_threads(cfg.threads)
     previous_handler = signal.signal(signal.SIGTERM, stop_like_ctrl_c)
     try:
-        if cfg.bench:
-            return run_bench(cfg, device)
-        if cfg.compare or cfg.plot:  # --plot alone draws the figure of --out's run or comparison
-            per_seed = run_compare(cfg) if cfg.compare else None
-            folder = Path(cfg.out or "runs/compare")
-            if cfg.plot and (folder / "compare.json").exists() and (per_seed or not cfg.compare):
-                plot_compare(folder, folder / "compare.png")
-                plot_co_evolution(folder, folder / "co-evolution.png")
-            elif cfg.plot and not cfg.compare:
-                plot_run(folder)
-            return per_seed
         seed_everything(cfg.seed)
         return run_eval_only(cfg, device) if cfg.eval_only else run_training(cfg, device)
     except KeyboardInterrupt:  # before any training (Stage 0, an evaluation): nothing to save

@@ -53,9 +53,6 @@ import selfguide as sg  # noqa: E402
 
 TRL_VERSION = "1.16.0"  # the version this bridge is tested with (CI installs it)
 REFUSED = {  # settings of selfguide.py that this bridge does not run, and what to do instead
-    "compare": "run the bridge once per seed and row (README: Scaling up)",
-    "bench": "time selfguide.py itself with --bench",
-    "plot": "draw the bridge's log with python selfguide.py --plot --out <its --out>",
     "eval_only": "evaluate the saved policy with python selfguide.py --eval-only --init-from <folder>",
     "init_from": "the bridge always starts from the Stage 0 prior",
     "paper_faithful": "give the paper's settings one by one (--kl-guide 0 --credit trajectory ...)",
@@ -171,8 +168,8 @@ def make_trainer_class():
             slots = torch.where(attention_mask.bool(), slots, sg.SLOT_CONTEXT)       # (B, L)
             targets, logp = sg.slot_logprobs(model, input_ids, slots, cfg.temperature,
                                              cfg.guide_temperature)                  # (B, Q, W)
-            column = sg.writable_column(input_ids.device)[input_ids[:, targets]]     # (B, Q)
-            chosen = logp.gather(-1, column[..., None]).squeeze(-1)
+            index = sg.writable_index(input_ids.device)[input_ids[:, targets]]       # (B, Q)
+            chosen = logp.gather(-1, index[..., None]).squeeze(-1)
             entropy = -torch.where(logp.isinf(), 0.0, logp.exp() * logp).sum(-1)    # (B, Q)
             generated = slots[:, targets] != sg.SLOT_CONTEXT
 

@@ -1,0 +1,241 @@
+"""Tests for examples/trl_selfguide.py, the TRL bridge. Every test but the first needs the
+optional extra trl==1.16.0 and is skipped, with the reason, without it.
+
+    pip install trl==1.16.0 && python -m pytest -q examples/
+"""
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import selfguide as sg  # noqa: E402
+from test_selfguide import TINY_ARGS, tiny_config, tiny_policy  # noqa: E402
+
+
+def load_bridge():
+    """The bridge module, or a skip that says why (the plain test command needs no TRL)."""
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).parent / "trl_selfguide.py"
+    if not path.exists():
+        pytest.skip("examples/trl_selfguide.py is not here (a course handout, say)")
+    spec = importlib.util.spec_from_file_location("trl_selfguide", path)
+    bridge = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bridge)
+    return bridge
+
+
+def test_trl_bridge_says_in_one_line_when_trl_is_missing_or_another_version(monkeypatch):
+    import sys
+    bridge = load_bridge()
+    monkeypatch.setitem(sys.modules, "trl", None)  # import trl now raises ImportError
+    with pytest.raises(SystemExit, match=r"needs TRL: pip install trl==1\.16\.0"):
+        bridge.check_trl()
+    fake = type(sys)("trl")
+    fake.__version__ = "1.13.0"
+    monkeypatch.setitem(sys.modules, "trl", fake)
+    with pytest.raises(SystemExit, match=r"tested with trl==1\.16\.0 \(found 1\.13\.0\)"):
+        bridge.check_trl()
+
+
+def trl_bridge():
+    """The bridge, with TRL imported, or a skip naming what is missing."""
+    bridge = load_bridge()
+    trl = pytest.importorskip("trl", reason="TRL is an optional extra: pip install trl==1.16.0")
+    if trl.__version__ != bridge.TRL_VERSION:
+        pytest.skip(f"the bridge is tested with trl=={bridge.TRL_VERSION}, found {trl.__version__}")
+    bridge.check_trl()
+    return bridge
+
+
+def trl_trainer(tmp_path, **overrides):
+    """A SelfGuideGRPOTrainer on the tiny maze, from a saved tiny policy as its prior."""
+    from pathlib import Path
+    bridge = trl_bridge()  # first: without TRL (and its datasets) this test is skipped
+    from datasets import Dataset
+    cfg = tiny_config(kl_guide=0.1, kl_action=0.1, out=str(tmp_path / "out"), **overrides)
+    sg.save_policy(tiny_policy(), tmp_path / "prior")
+    policy = sg.load_policy(tmp_path / "prior", cfg, "cpu")
+    trainer = bridge.make_trainer_class()(
+        model=policy, processing_class=sg.build_tokenizer(),
+        reward_funcs=[bridge.success_reward, bridge.guide_reward],
+        args=bridge.grpo_config(cfg, Path(cfg.out), torch.device("cpu")),
+        train_dataset=Dataset.from_dict({"prompt": [str(s) for s in bridge.task_seeds(cfg)]}),
+        rollout_func=bridge.make_rollout_func(cfg, torch.device("cpu")), selfguide_config=cfg)
+    trainer.model.train()
+    return bridge, cfg, trainer
+
+
+def first_trl_batch(bridge, cfg, trainer):
+    """One iteration's rollouts as TRL scores them: the first task seeds, G rollouts each."""
+    seeds = bridge.task_seeds(cfg)[:cfg.tasks_per_iter]
+    return trainer._generate_and_score_completions(
+        [{"prompt": str(s)} for s in seeds for _ in range(cfg.group_size)])
+
+
+def test_trl_bridge_scores_the_rollouts_own_tokens_with_the_rollouts_log_probs(tmp_path):
+    bridge, cfg, trainer = trl_trainer(tmp_path)
+    scored = first_trl_batch(bridge, cfg, trainer)
+    batch = trainer.episodes
+    torch.testing.assert_close(torch.cat([scored["prompt_ids"], scored["completion_ids"]], 1),
+                               batch.tokens, rtol=0, atol=0)
+    generated = batch.slots[:, 2:] != sg.SLOT_CONTEXT
+    assert torch.equal((scored["completion_mask"] * scored["tool_mask"]).bool(), generated)
+    # constrained decoding: TRL's loss sees the log-probs the rollout sampled with
+    torch.testing.assert_close(scored["old_per_token_logps"], batch.logprobs[:, 2:], atol=1e-6, rtol=0)
+    prior = sg.load_policy(tmp_path / "prior", cfg, "cpu")
+    torch.testing.assert_close(scored["ref_per_token_logps"],
+                               sg.token_logprobs(prior, batch.tokens, batch.slots)[:, 2:],
+                               atol=1e-6, rtol=0)
+    advantages, _ = sg.iteration_advantages(batch, cfg, sg.trust_at(cfg, 1), 1)
+    torch.testing.assert_close(scored["advantages"], advantages[:, 2:])
+    lengths = generated.sum(1)
+    assert lengths.min() < lengths.max()  # some episodes end early: the token means can differ
+
+
+def moved(trainer, seed=1, scale=0.1):
+    """Move the policy away from the one that sampled, so ratios leave 1 and the clip acts."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in trainer.model.parameters():
+            p.add_(scale * torch.randn_like(p))
+
+
+def trl_and_selfguide_losses(trainer, cfg, scored, batch):
+    """Per TRL minibatch (its split of the iteration's rollouts): (TRL's loss and gradients,
+    grpo_loss's on the same tokens, old and reference log-probs and advantages)."""
+    from trl.trainer.utils import split_tensor_dict
+    params = [p for p in trainer.model.parameters()]
+    trainer.current_gradient_accumulation_steps = 1
+    pad = lambda x: F.pad(x, (2, 0))  # noqa: E731  completion columns -> stream columns
+    results = []
+    for rows, inputs in zip(torch.arange(len(batch.tokens)).chunk(cfg.minibatches),
+                            split_tensor_dict(scored, cfg.minibatches)):
+        trl_loss = trainer._compute_loss(trainer.model, inputs)
+        slots = batch.slots[rows]
+        new = sg.token_logprobs(trainer.model, batch.tokens[rows], slots)
+        ours, _ = sg.grpo_loss(new, pad(inputs["old_per_token_logps"]), pad(inputs["advantages"]),
+                               slots, cfg.clip, pad(inputs["ref_per_token_logps"]),
+                               torch.full(slots.shape, cfg.kl_guide))
+        results.append(((trl_loss, torch.autograd.grad(trl_loss, params)),
+                        (ours, torch.autograd.grad(ours, params))))
+    return results
+
+
+F = torch.nn.functional
+
+
+def test_trl_loss_and_gradients_equal_the_hand_rolled_loss_where_they_should_agree(tmp_path):
+    """loss_type="bnpo", epsilon = clip, beta = the KL weight, use_bias_correction_kl=False:
+    TRL's loss is the one selfguide writes by hand, value and gradient, per minibatch."""
+    bridge, cfg, trainer = trl_trainer(tmp_path, iterations=6)
+    scored = first_trl_batch(bridge, cfg, trainer)
+    moved(trainer)
+    clipped = 0
+    for (trl_loss, trl_grads), (ours, our_grads) in trl_and_selfguide_losses(
+            trainer, cfg, scored, trainer.episodes):
+        torch.testing.assert_close(trl_loss, ours, atol=1e-6, rtol=1e-5)
+        for a, b in zip(trl_grads, our_grads):
+            torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+        clipped += trainer._metrics["train"]["clip_ratio/region_mean"][-1]
+    assert clipped > 0  # the clip acted, so it was compared too
+
+
+@pytest.mark.parametrize("setting, value", [
+    ("loss_type", "grpo"), ("loss_type", "dapo"), ("loss_type", "dr_grpo"),
+    ("loss_type", "cispo"), ("loss_type", "sapo"), ("loss_type", "vespo"), ("loss_type", "luspo"),
+    ("use_bias_correction_kl", True), ("delta", 1.1), ("epsilon_high", 0.28)])
+def test_trl_settings_that_are_not_selfguides_loss_give_another_loss(tmp_path, setting, value):
+    bridge, cfg, trainer = trl_trainer(tmp_path, iterations=6)
+    scored = first_trl_batch(bridge, cfg, trainer)
+    moved(trainer)
+    if setting in ("loss_type", "epsilon_high"):
+        setattr(trainer, setting, value)
+    else:
+        setattr(trainer.args, setting, value)
+    differences = [max([abs(trl_loss - ours).item()] +
+                       [(a - b).abs().max().item() for a, b in zip(trl_grads, our_grads)])
+                   for (trl_loss, trl_grads), (ours, our_grads)
+                   in trl_and_selfguide_losses(trainer, cfg, scored, trainer.episodes)]
+    assert max(differences) > 1e-4, (setting, differences)
+
+
+def test_trl_bridge_trains_with_selfguides_schedule_tasks_and_sampling(tmp_path, capsys):
+    """The bridge's first iteration plays exactly the episodes selfguide.py plays (same tasks,
+    same sampler, same prior); lambda(u) follows the trapezoid to 0 at the last iteration."""
+    bridge = trl_bridge()
+    args = TINY_ARGS + ["--iterations", "8", "--eval-every", "4", "--prior-cache",
+                        str(tmp_path / "p"), "--out", str(tmp_path / "trl")]
+    rows = bridge.main(args)
+    text = capsys.readouterr().out
+    assert "trained on TRL (sg_gr), mean of the last 3 evaluations" in text
+    records = [json.loads(line) for line in (tmp_path / "trl" / "log.jsonl").read_text().splitlines()]
+    assert [r["trust"] for r in records] == [sg.trust_schedule(u, 8) for u in range(1, 9)]
+    assert records[-1]["trust"] == 0.0 and max(r["trust"] for r in records) == 1.0
+    assert [r["iteration"] for r in records if "eval" in r] == [4, 8]
+    assert rows[-2][1] == records[-1]["eval"]
+    cfg = sg.parse_config(args + ["--kl-action", "0.1"])
+    sg.seed_everything(cfg.seed)
+    prior = sg.load_or_train_prior(cfg, "cpu")
+    first = sg.grpo_iteration(sg.copy.deepcopy(prior), prior, cfg, sg.new_train_state(prior, cfg), 1)
+    for key in ("success", "steps", "share_positive", "guide_balanced_accuracy"):
+        assert records[0][key] == first[key], key
+    from transformers import AutoModelForCausalLM
+    AutoModelForCausalLM.from_pretrained(tmp_path / "trl")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--kl-action", "0.05"], "beta weighs every generated token alike"),
+    (["--token-mean", "per_slot"], "one token mean"),
+    (["--eval-only"], "--eval-only is not run by the TRL bridge"),
+    (["--minibatches", "3"], "does not divide them")])
+def test_trl_bridge_refuses_what_trl_cannot_run_in_one_line(argv, message):
+    bridge = trl_bridge()
+    with pytest.raises(SystemExit, match=message):
+        bridge.parse_config(TINY_ARGS + argv)
+    assert bridge.parse_config(TINY_ARGS).kl_action == 0.1  # beta: the guide's KL on every token
+
+
+def test_trl_own_group_advantage_is_besseled_and_its_environment_factory_refuses_our_tokenizer(
+        tmp_path):
+    """What the bridge replaces, and why: TRL's scale_rewards="group" divides by the
+    Bessel-corrected group std (+ 1e-4), so its advantage is sqrt((G - 1) / G) of
+    group_advantages'; and environment_factory needs a tool-calling chat template."""
+    bridge, cfg, trainer = trl_trainer(tmp_path)  # skips without TRL
+    from trl import GRPOConfig, GRPOTrainer
+    seeds = bridge.task_seeds(cfg)[:cfg.tasks_per_iter]
+    scored = GRPOTrainer._generate_and_score_completions(   # TRL's own, advantages not replaced
+        trainer, [{"prompt": str(s)} for s in seeds for _ in range(cfg.group_size)])
+    assert trainer.scale_rewards == "group"
+    ours = sg.group_advantages(trainer.episodes.env_return.view(-1, cfg.group_size)).flatten()
+    g = cfg.group_size
+    torch.testing.assert_close(scored["advantages"], ours * math.sqrt((g - 1) / g),
+                               atol=2e-3, rtol=2e-3)
+    assert (ours != 0).any()
+
+    class MazeEnv:
+        def reset(self, **kwargs):
+            return "at:0,0 goal:1,1 walls:none"
+
+        def move(self, direction: str) -> str:
+            """Move one cell.
+
+            Args:
+                direction: north, east, south or west
+            """
+            return "moved"
+
+    from datasets import Dataset
+    with pytest.raises(ValueError, match="does not support tool calling"):
+        GRPOTrainer(model=trainer.model, processing_class=sg.build_tokenizer(),
+                    reward_funcs=[bridge.success_reward], environment_factory=MazeEnv,
+                    args=GRPOConfig(output_dir=str(tmp_path / "env"), use_cpu=True, bf16=False,
+                                    report_to="none", per_device_train_batch_size=4,
+                                    num_generations=4),
+                    train_dataset=Dataset.from_dict({"prompt": [[{"role": "user",
+                                                                  "content": "go"}]] * 8}))

@@ -1,0 +1,492 @@
+"""The paper's table on the toy: every row of Self-Guide's comparison, trained per seed from
+that seed's own Stage 0 prior, with paired statistics.
+
+    python experiments/compare.py --quick          # the laptop demo: 2 seeds, core rows (~3 min)
+    python experiments/compare.py --rows core --seeds 10 --seed 500 --workers 2 --out runs/familiar
+                                                   # the README's headline table
+    python experiments/compare.py --controls --plot   # + oracle and random rewards, + figures
+    python experiments/compare.py --help           # selfguide.py's settings, then these
+
+Each row is selfguide.py's own run with a few settings changed (ROWS); this file adds nothing
+to the method. Rows are paired by seed (the same prior, the same task seeds): each row's
+difference in held-out success to GRPO and to GRPO w/ SG comes with a 95% t-interval over the
+seeds. Rows that agree up to the first iteration with lambda > 0 train that prefix once (a
+trunk) and branch from a snapshot of it; each (seed, trunk) is a work unit, saved as it
+finishes, so a comparison that is stopped resumes when the same command runs again. The
+research report, experiments/REPORT.md, gives every table's command.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import math
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # selfguide.py, toy_env.py
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from tqdm.auto import tqdm  # noqa: E402
+
+import selfguide as sg  # noqa: E402
+from selfguide import setting  # noqa: E402
+
+
+@dataclass
+class Experiment:
+    """The comparison's own settings; every other flag is one of selfguide.py's (sg.Config)."""
+    seeds: int = setting(3, "seeds (each with its own prior), from --seed on")
+    rows: str = setting("paper", "paper (every row of ROWS), core (GRPO, GRPO w/ SG, GRPO w/ SG "
+                                 "& GR), oracle (GRPO with and without the oracle reward, by "
+                                 "credit: where can a dense reward pay?), slot (what the guide "
+                                 "slot costs GRPO, and why) or sampling (the core rows, and the "
+                                 "guided ones with guides sampled in training at the other "
+                                 "temperature, 0.1 or 1)",
+                        ["paper", "core", "oracle", "slot", "sampling"])
+    controls: bool = setting(False, "add the control rows (oracle and random reward)")
+    guards: bool = setting(False, "add the guard ablation rows")
+    workers: int = setting(1, "seeds trained in parallel processes (1 thread each)")
+    plot: bool = setting(False, "draw the comparison's figures into --out (needs matplotlib)")
+    quick: bool = setting(False, "a smaller preset for a laptop demo: see QUICK")
+
+    def __post_init__(self):
+        for name in ("seeds", "workers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name} must be at least 1")
+
+
+QUICK = {"seeds": 2, "workers": 2, "rows": "core"}
+ONE_RUN_ONLY = ("eval_only", "init_from", "show")  # selfguide.py's, for a single run
+
+
+def parse_args(argv=None) -> tuple[sg.Config, Experiment]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    sg.add_settings(parser, sg.Config)
+    sg.add_settings(parser, Experiment)
+    parser.set_defaults(out="runs/compare")
+    args = parser.parse_args(argv)
+    if args.quick:  # the preset changes defaults; flags given explicitly still win
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args(argv)
+    own = {f.name for f in dataclasses.fields(Experiment)}
+    values = vars(args)
+    try:
+        cfg = sg.Config(**{k: v for k, v in values.items() if k not in own})
+        exp = Experiment(**{k: v for k, v in values.items() if k in own})
+    except ValueError as error:
+        parser.error(str(error))  # exits with a usage line, never a traceback
+    given = [f"--{sg.flag(k)}" for k in ONE_RUN_ONLY if values[k]]
+    if given:
+        parser.error(f"{', '.join(given)} goes with a single run of selfguide.py, not a "
+                     f"comparison")
+    return cfg, exp
+
+
+def compare_folder(cfg: sg.Config) -> Path:
+    return Path(cfg.out or "runs/compare")
+
+
+# --- the rows: the paper's table and its ablations, controls, guards ---
+
+ROWS = [  # (row, settings that differ from the run's own); the paper's table and its ablations
+    ("GRPO", {"variant": "grpo"}),
+    ("GRPO w/ SG", {"variant": "sg"}),
+    ("GRPO w/ SG & GR", {"variant": "sg_gr"}),
+    ("  ablation: immediate lambda = 1", {"variant": "sg_gr", "schedule": "immediate"}),
+    ("  ablation: no annealing", {"variant": "sg_gr", "schedule": "no_anneal"}),
+    ("  ablation: reward enters at 25%", {"variant": "sg_gr", "enter_at": 0.25}),
+    ("GRPO w/ SG & GR, paper-faithful", {"variant": "sg_gr", **sg.PAPER_FAITHFUL}),
+]
+CONTROL_ROWS = [  # --controls: what any internal reward can do here (controls, not methods)
+    ("control: oracle reward for the guide's", {"variant": "sg_gr", "internal_reward": "oracle"}),
+    ("control: random reward, the guides' shares", {"variant": "sg_gr", "internal_reward": "random"}),
+    ("control: oracle reward, no guide slot", {"variant": "grpo", "internal_reward": "oracle"}),
+]
+ORACLE_ROWS = [  # --rows oracle: can a perfect internal reward help GRPO here, and how credited?
+    ("GRPO", {"variant": "grpo"}),
+    ("GRPO + oracle reward, trajectory credit",
+     {"variant": "grpo", "internal_reward": "oracle", "credit": "trajectory"}),
+    ("GRPO + oracle reward, step credit",
+     {"variant": "grpo", "internal_reward": "oracle", "credit": "step"}),
+]
+SLOT_ROWS = [  # --rows slot: why does the guide slot cost GRPO? (lambda = 0 in every row)
+    ("GRPO", {"variant": "grpo"}),
+    ("GRPO w/ SG", {"variant": "sg"}),
+    ("  guide and action tokens averaged apart", {"variant": "sg", "token_mean": "per_slot"}),
+    ("  guides trained by the KL alone", {"variant": "sg", "guide_advantage": "none"}),
+    ("  guides sampled at temperature 0.5", {"variant": "sg", "guide_temperature": 0.5}),
+    ("  no guide KL", {"variant": "sg", "kl_guide": 0.0}),
+]
+
+
+def sampling_rows(guide_temperature: float) -> list:
+    """--rows sampling: does the sampling noise of the guides in training cost the slot? The
+    core rows, and the guided ones again at the other guide temperature (0.1, or 1 when the
+    run's own --guide-temperature is not 1)."""
+    other = 0.1 if guide_temperature == 1.0 else 1.0
+    return ROWS[:3] + [(f"{row}, guides at temperature {other:g}",
+                        {"variant": variant, "guide_temperature": other})
+                       for row, variant in [("GRPO w/ SG", "sg"), ("GRPO w/ SG & GR", "sg_gr")]]
+
+
+GUARD_ROWS = [  # --guards: which guard the full method needs, starting from the paper as written
+    ("GRPO w/ SG & GR, paper-faithful", {"variant": "sg_gr", **sg.PAPER_FAITHFUL}),
+    ("  + guide KL only", {"variant": "sg_gr", **sg.PAPER_FAITHFUL, "kl_guide": 0.1}),
+    ("  + length-neutral mean only", {"variant": "sg_gr", **sg.PAPER_FAITHFUL,
+                                      "internal_return": "mean"}),
+    ("  + guide trained by env advantage only", {"variant": "sg_gr", **sg.PAPER_FAITHFUL,
+                                                 "guide_advantage": "env"}),
+    ("  + guide KL and env-advantage guide (paper's sum)",
+     {"variant": "sg_gr", **sg.PAPER_FAITHFUL, "kl_guide": 0.1, "guide_advantage": "env"}),
+    ("  + all three guards", {"variant": "sg_gr", **sg.PAPER_FAITHFUL, "kl_guide": 0.1,
+                              "internal_return": "mean", "guide_advantage": "env"}),
+]
+
+
+def compare_rows(cfg: sg.Config, exp: Experiment) -> list:
+    """The rows a comparison trains, in table order, each once."""
+    rows = {"paper": ROWS, "core": ROWS[:3], "oracle": ORACLE_ROWS, "slot": SLOT_ROWS,
+            "sampling": sampling_rows(cfg.guide_temperature)}[exp.rows] \
+        + (CONTROL_ROWS if exp.controls else []) + (GUARD_ROWS if exp.guards else [])
+    return list(dict(rows).items())
+
+
+def first_trusted_iteration(cfg: sg.Config) -> int:
+    """The first iteration with lambda > 0 (cfg.iterations + 1 if none): up to it, a row
+    computes exactly what its trunk computes, so --compare trains that prefix once."""
+    return next((i for i in range(1, cfg.iterations + 1) if sg.trust_at(cfg, i) > 0),
+                cfg.iterations + 1)
+
+
+def trunk_config(cfg: sg.Config) -> sg.Config:
+    """The lambda = 0 run a row shares its first iterations with: plain GRPO for the rows
+    without a guide slot, GRPO w/ SG for the others. Until lambda > 0, everything about the
+    internal reward (its source, its form, its credit, which advantage the guide gets) is
+    multiplied by zero, so those settings are reset here and rows that differ only in them
+    share one trunk. (Guides trained by the KL alone differ from the first iteration on.)"""
+    guide_advantage = "none" if cfg.guide_advantage == "none" else "composite"
+    return dataclasses.replace(cfg, variant="grpo" if cfg.variant == "grpo" else "sg",
+                               schedule="trapezoid", enter_at=0.5, internal_reward="guide",
+                               internal_return="sum", guide_advantage=guide_advantage,
+                               credit="trajectory")
+
+
+def snapshot(policy, state: sg.TrainState) -> dict:
+    return {"policy": copy.deepcopy(policy.state_dict()),
+            "optimizer": copy.deepcopy(state.optimizer.state_dict()),
+            "tasks": state.tasks.getstate(), "sampler": state.sampler.get_state(),
+            "shuffler": state.shuffler.get_state(), "iteration": state.iteration,
+            "records": list(state.records)}
+
+
+def restore(saved: dict, prior, cfg: sg.Config):
+    """A policy and TrainState that continue exactly where `saved` was taken."""
+    policy = copy.deepcopy(prior)
+    policy.load_state_dict(saved["policy"])
+    state = sg.new_train_state(policy, cfg)
+    # load_state_dict keeps the saved moment tensors as they are, so without this copy a
+    # second branch from the same snapshot would start from the first branch's moments
+    state.optimizer.load_state_dict(copy.deepcopy(saved["optimizer"]))
+    state.tasks.setstate(saved["tasks"])
+    state.sampler.set_state(saved["sampler"])
+    state.shuffler.set_state(saved["shuffler"])
+    state.iteration, state.records = saved["iteration"], list(saved["records"])
+    return policy, state
+
+
+def train_rows(prior, configs: dict) -> dict:
+    """Train every row's config from the prior, training each shared lambda = 0 prefix once.
+    Returns {row: (policy, records)}; the result equals training each row on its own."""
+    trunks = {}
+    for row, cfg in configs.items():
+        key = json.dumps(dataclasses.asdict(trunk_config(cfg)), sort_keys=True)
+        trunks.setdefault(key, []).append(row)
+    results = {}
+    for rows in trunks.values():
+        trunk = trunk_config(configs[rows[0]])
+        branch_points = sorted({first_trusted_iteration(configs[r]) - 1 for r in rows})
+        policy, state, saved = copy.deepcopy(prior), None, {}
+        for point in branch_points:
+            state = sg.train(policy, prior, trunk, state=state, until=point)
+            saved[point] = snapshot(policy, state)
+        for row in rows:
+            cfg = configs[row]
+            policy, state = restore(saved[first_trusted_iteration(cfg) - 1], prior, cfg)
+            state = sg.train(policy, prior, cfg, state=state)
+            results[row] = (policy, state.records)
+    return results
+
+
+def unit_path(cfg: sg.Config, rows=None) -> Path:
+    """Where a work unit saves its rows the moment it finishes: one seed's prompting
+    rows (rows None), or one seed's rows that share a trunk (named after the first)."""
+    name = "prompting" if rows is None else slug(rows[0][0])
+    return Path(cfg.out) / "units" / f"seed{cfg.seed}-{name}.json"
+
+
+def compare_prior(cfg: sg.Config):
+    """One seed's first unit: its own prior (cloned once and cached) and the two
+    prompting rows, which are that prior evaluated without and with the guide slot."""
+    torch.set_num_threads(1)  # same numbers whatever --workers is; tiny models gain little from more
+    sg.seed_everything(cfg.seed)
+    prior = sg.load_or_train_prior(cfg, sg.pick_device(cfg.device))
+    results = {"ReAct": {"final": sg.evaluate(prior, cfg, guided=False), "history": []},
+               "ReAct w/ SG": {"final": sg.evaluate(prior, cfg, guided=True), "history": []}}
+    sg.write_atomic(unit_path(cfg), json.dumps(results))
+
+
+def compare_trunk(cfg: sg.Config, rows):
+    """One seed's work unit: the rows that share a lambda = 0 trunk, trained from
+    the seed's cached prior. Their logs go to the run folder as seed<k>-<row>.jsonl."""
+    torch.set_num_threads(1)
+    sg.seed_everything(cfg.seed)
+    prior = sg.load_or_train_prior(cfg, sg.pick_device(cfg.device))
+    trained = train_rows(prior, {row: dataclasses.replace(cfg, **overrides) for row, overrides in rows})
+    results = {}
+    for row, (_, records) in trained.items():
+        results[row] = {"final": sg.final_metrics(records, cfg.final_evals),
+                        "history": [(r["iteration"], r["eval"]) for r in records if "eval" in r],
+                        "trust": [r["trust"] for r in records]}
+        sg.write_atomic(Path(cfg.out) / f"seed{cfg.seed}-{slug(row)}.jsonl",
+                     "".join(json.dumps(r) + "\n" for r in records))
+    sg.write_atomic(unit_path(cfg, rows), json.dumps(results))  # last: the unit is done
+
+
+def slug(row: str) -> str:
+    return "-".join("".join(c if c.isalnum() else " " for c in row.lower()).split())
+
+
+def mean_and_spread(values):
+    """Mean and sample std of the values that are defined (not None)."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return float("nan"), float("nan")
+    mean = sum(values) / len(values)
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / max(len(values) - 1, 1))
+
+
+T_975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086]  # Student t, 97.5%, df 1..20
+
+
+def paired_interval(differences) -> tuple[float, float]:
+    """Mean of paired differences and the half-width of its 95% t-interval (seeds are the
+    pairs: same prior, same seed). Half-width nan for fewer than two pairs."""
+    mean, spread = mean_and_spread(differences)
+    n = len(differences)
+    if n < 2:
+        return mean, float("nan")
+    t = T_975[n - 2] if n - 1 <= len(T_975) else 1.96 + 2.4 / (n - 1)  # df > 20: close to z
+    return mean, t * spread / math.sqrt(n)
+
+
+def compare_table(per_seed: list[dict], baselines=("GRPO", "GRPO w/ SG")) -> str:
+    """The paper's table on the toy: mean +- sample std over seeds, and each row's paired
+    difference in success to each baseline row (same seed, same prior), mean [95%
+    t-interval]. The second baseline isolates the guide reward: rows with a guide slot
+    against the same slot at lambda = 0."""
+    columns = [("success", "held-out success", 3), ("steps_over_optimal", "steps / optimal", 2),
+               ("guide_balanced_accuracy", "guide bal. acc.", 3),
+               ("share_positive", "positive guides", 2)]
+    baselines = [b for b in baselines if b in per_seed[0]] if len(per_seed) > 1 else []
+    lines = ["| row | held-out success | " + "".join(f"vs {b} [95% CI] | " for b in baselines) +
+             " | ".join(c[1] for c in columns[1:]) + " |",
+             "|---|" + "---|" * (len(columns) + len(baselines))]
+    for row in per_seed[0]:
+        cells = []
+        for key, _, digits in columns:
+            mean, spread = mean_and_spread([seed[row]["final"].get(key) for seed in per_seed])
+            cells.append("-" if math.isnan(mean) else
+                         f"{mean:.{digits}f} ± {spread:.{digits}f}" if len(per_seed) > 1 else
+                         f"{mean:.{digits}f}")
+        for k, baseline in enumerate(baselines):
+            differences = [seed[row]["final"]["success"] - seed[baseline]["final"]["success"]
+                           for seed in per_seed]
+            mean, half = paired_interval(differences)
+            cells.insert(1 + k, "-" if row == baseline else
+                         f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]")
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def co_evolution(per_seed: list[dict]) -> list[str]:
+    """What the table cannot show at a glance: how much of the oracle's gain the guide's own
+    reward captures, and whether each guide got more accurate as its policy got better."""
+    lines = []
+    pairs = [("GRPO w/ SG & GR", "control: oracle reward for the guide's")]
+    for method, oracle in pairs:
+        if {method, oracle, "GRPO w/ SG"} <= set(per_seed[0]) and len(per_seed) > 1:
+            gains = [[seed[row]["final"]["success"] - seed["GRPO w/ SG"]["final"]["success"]
+                      for seed in per_seed] for row in (method, oracle)]
+            (guide, _), (ceiling, _) = (mean_and_spread(g) for g in gains)
+            verdict = ("no gain for the guide to capture" if ceiling <= 0 else
+                       "the guide captures none of the oracle's gain" if guide <= 0 else
+                       f"the guide captures {guide / ceiling:.0%} of the oracle's gain")
+            lines.append(f"Over GRPO w/ SG, the guide's reward gains {guide:+.3f} and the "
+                         f"oracle's {ceiling:+.3f}: {verdict}")
+    for row in per_seed[0]:
+        if not per_seed[0][row]["history"] or "guide_balanced_accuracy" not in \
+                per_seed[0][row]["final"]:
+            continue
+        start = mean_and_spread([s["ReAct w/ SG"]["final"]["guide_balanced_accuracy"]
+                                 for s in per_seed])[0]
+        final = mean_and_spread([s[row]["final"]["guide_balanced_accuracy"] for s in per_seed])[0]
+        correlations = [pearson([m["success"] for _, m in s[row]["history"]],
+                                [m["guide_balanced_accuracy"] for _, m in s[row]["history"]])
+                        for s in per_seed]
+        lines.append(f"{row.strip()}: guide balanced accuracy {start:.3f} (prior) -> {final:.3f}; "
+                     f"correlation with held-out success over its evaluations "
+                     f"{mean_and_spread(correlations)[0]:+.2f} (mean over seeds)")
+    return lines
+
+
+def pearson(xs, ys) -> float | None:
+    """Pearson's r of two equally long lists; None if either is constant or has a None."""
+    if None in xs or None in ys or len(xs) < 2:
+        return None
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
+    return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else None
+
+
+RESULT_FREE_SETTINGS = ("workers", "threads", "plot", "quick", "out")  # no number depends on these
+
+
+def claim_compare_folder(out: Path, cfg: sg.Config, exp: Experiment):
+    """A comparison's folder belongs to the command that started it: the same command resumes
+    it, a different one is refused in one line rather than mixed in. (A folder started by
+    `selfguide.py --compare`, before this harness had a file of its own, also resumes: the
+    settings it saved that no longer exist are not compared.)"""
+    settings = {k: v for k, v in {**dataclasses.asdict(cfg), **dataclasses.asdict(exp)}.items()
+                if k not in RESULT_FREE_SETTINGS}
+    path = out / "compare-settings.json"
+    if not path.exists():
+        out.mkdir(parents=True, exist_ok=True)
+        sg.write_atomic(path, json.dumps(settings, indent=1, sort_keys=True))
+        return
+    try:
+        saved = json.loads(path.read_text())
+    except ValueError:
+        raise SystemExit(f"error: {path} is not readable; remove {out} to start over") from None
+    changed = [f"--{sg.flag(k)} {saved.get(k)} there, {settings[k]} now"
+               for k in sorted(settings) if saved.get(k) != settings[k]]
+    if changed:
+        raise SystemExit(f"error: {out} holds a comparison made with other settings "
+                         f"({'; '.join(changed)}); give another --out, or remove {out} to "
+                         f"start over")
+
+
+def compare_units(cfg: sg.Config, rows, configs) -> list:
+    """[(seed's config, rows)]: one work unit per seed and trunk (the rows that share a
+    lambda = 0 prefix up to the same branch point), the biggest first so that the workers
+    finish together."""
+    groups = {}
+    for index, (row, overrides) in enumerate(rows):
+        row_cfg = dataclasses.replace(cfg, **overrides)
+        branch = first_trusted_iteration(row_cfg) - 1
+        key = (json.dumps(dataclasses.asdict(trunk_config(row_cfg)), sort_keys=True), branch,
+               index if branch == 0 else -1)  # nothing to share: a unit of its own
+        groups.setdefault(key, []).append((row, overrides))
+    work = {key: len(group) * cfg.iterations - key[1] * (len(group) - 1)  # iterations to train
+            for key, group in groups.items()}
+    return [(c, groups[key]) for key in sorted(groups, key=work.get, reverse=True) for c in configs]
+
+
+def run_compare(cfg: sg.Config, exp: Experiment):
+    """Every row of the table for --seeds seeds, spread over --workers processes. Each work
+    unit is saved under --out as it finishes, so an interrupted comparison (Ctrl-C, SIGTERM,
+    a reboot) resumes where it stopped when the same command is run again."""
+    rows = compare_rows(cfg, exp)
+    out = compare_folder(cfg)
+    claim_compare_folder(out, cfg, exp)
+    (out / "units").mkdir(exist_ok=True)
+    configs = [dataclasses.replace(cfg, seed=cfg.seed + k, out=str(out)) for k in range(exp.seeds)]
+    units = compare_units(cfg, rows, configs)
+    prompting = [c for c in configs if not unit_path(c).exists()]
+    trunks = [(c, group) for c, group in units if not unit_path(c, group).exists()]
+    total = len(configs) + len(units)
+    done = total - len(prompting) - len(trunks)
+    if done:
+        print(f"resuming {out}: {done} of {total} work units (seed x trunk) are saved there and "
+              f"skipped; training the other {total - done}")
+    start = time.perf_counter()
+    try:
+        if exp.workers > 1 and len(prompting) + len(trunks) > 1:
+            import multiprocessing
+            spawn = multiprocessing.get_context("spawn")
+            # one tqdm lock for all workers: each making its own leaves semaphores behind at
+            # exit; and no progress bars in the workers, whose bars would interleave (tqdm
+            # reads TQDM_DISABLE when a spawned worker imports it)
+            os.environ["TQDM_DISABLE"] = "1"
+            try:
+                with spawn.Pool(exp.workers, initializer=tqdm.set_lock,
+                                initargs=(spawn.RLock(),)) as pool:
+                    pool.map(compare_prior, prompting)
+                    pool.starmap(compare_trunk, trunks)
+            finally:
+                os.environ.pop("TQDM_DISABLE")
+        else:
+            for c in prompting:
+                compare_prior(c)
+            for c, group in trunks:
+                compare_trunk(c, group)
+    except KeyboardInterrupt:
+        saved = sum(unit_path(c).exists() for c in configs) + \
+            sum(unit_path(c, group).exists() for c, group in units)
+        print(f"\nstopped by Ctrl-C or SIGTERM: {saved} of {total} work units are saved in "
+              f"{out}; run the same command again to train the rest")
+        return None
+    per_seed = [json.loads(unit_path(c).read_text()) for c in configs]
+    for c, group in units:
+        per_seed[configs.index(c)].update(json.loads(unit_path(c, group).read_text()))
+    per_seed = [{row: seed[row] for row in ["ReAct", "ReAct w/ SG"] + [r for r, _ in rows]}
+                for seed in per_seed]  # table order
+    minutes = (time.perf_counter() - start) / 60
+    table = (compare_table(per_seed) + "\n\n"
+             + "\n".join(f"- {line}" for line in co_evolution(per_seed)))
+    seeds_text = ", ".join(str(c.seed) for c in configs)
+    header = (f"Held-out greedy success on {cfg.eval_tasks} tasks, each run's final score the "
+              f"mean of its last {cfg.final_evals} evaluations (every {cfg.eval_every} "
+              f"iterations); mean ± std over seeds {seeds_text}; paired differences (same seed, "
+              f"same prior) with 95% t-intervals over the seeds; {minutes:.1f} min"
+              f"{f' (and earlier runs for {done} units)' if done else ''}.\n"
+              f"Command: python experiments/compare.py " + " ".join(sys.argv[1:]))
+    sg.write_atomic(out / "compare.md", header + "\n\n" + table + "\n")
+    sg.write_atomic(out / "compare.json", json.dumps(
+        {"config": {**dataclasses.asdict(cfg), **dataclasses.asdict(exp)},
+         "seeds": [c.seed for c in configs],
+         "minutes": minutes, "per_seed": per_seed}, indent=1))
+    print(f"\n{header}\n\n{table}\n\nwritten to {out}/compare.md and compare.json")
+    return per_seed
+
+
+def main(argv=None):
+    cfg, exp = parse_args(argv)
+    sg.check_transformers(transformers.__version__)
+    sg.pick_device(cfg.device)
+    sg.writable_folder(cfg.prior_cache, "--prior-cache")
+    sg.writable_folder(compare_folder(cfg), "--out")
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    previous_handler = signal.signal(signal.SIGTERM, sg.stop_like_ctrl_c)
+    try:
+        per_seed = run_compare(cfg, exp)
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
+    if exp.plot and per_seed:
+        import plots
+        plots.plot_comparison(compare_folder(cfg))
+    return per_seed
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""The figures of a comparison or of one run, from the files they wrote (needs matplotlib).
+
+    python experiments/plots.py runs/compare      # compare.png and co-evolution.png there
+    python experiments/plots.py runs/sg_gr-seed0  # a single run's curves.png, from log.jsonl
+
+`python experiments/compare.py --plot` draws a comparison's figures when it ends.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # compare.py beside this file
+
+import compare  # noqa: E402
+
+
+def pyplot():
+    """matplotlib's pyplot, drawing to files; matplotlib is optional (only --plot needs it)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit("error: the figures need matplotlib: pip install matplotlib") from None
+    return plt
+
+
+def shade_trust(axis, iterations, trust):
+    """lambda(u) shaded behind a plot, on its own right-hand scale."""
+    shade = axis.twinx()
+    shade.fill_between(iterations, trust, color="0.9", step="mid", zorder=0)
+    shade.set_ylim(0, 1.05)
+    shade.set_ylabel("trust lambda(u)", color="0.5")
+    axis.set_zorder(shade.get_zorder() + 1)
+    axis.patch.set_visible(False)
+
+
+def plot_compare(folder: Path, figure_path: Path):
+    """Top: each row's held-out success minus GRPO's on the same seed (paired: the priors'
+    spread cancels), mean +- std over seeds, with lambda(u) shaded behind. Bottom: the
+    guide's balanced accuracy (solid) and share of "positive" (dotted)."""
+    plt = pyplot()
+    results = json.loads((folder / "compare.json").read_text())
+    per_seed, cfg = results["per_seed"], results["config"]
+
+    def points(seed, row, key, start_row):  # [(iteration, value)]; iteration 0 is the prior
+        return [(0, seed[start_row]["final"][key])] + [(i, m[key]) for i, m in seed[row]["history"]]
+
+    def curve(row, key, start_row, minus_grpo=False):  # iterations, mean, std over seeds
+        per = [points(seed, row, key, start_row) for seed in per_seed]
+        if minus_grpo:
+            per = [[(i, v - g) for (i, v), (_, g) in zip(p, points(seed, "GRPO", key, "ReAct"))]
+                   for p, seed in zip(per, per_seed)]
+        stats = [compare.mean_and_spread([p[k][1] for p in per]) for k in range(len(per[0]))]
+        return [i for i, _ in per[0]], [m for m, _ in stats], [s for _, s in stats]
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 7), sharex=True)
+    trust = per_seed[0]["GRPO w/ SG & GR"]["trust"]
+    for axis in (top, bottom):
+        shade_trust(axis, range(1, len(trust) + 1), trust)
+    lines = [("GRPO w/ SG", "tab:blue"), ("GRPO w/ SG & GR", "tab:red"),
+             ("GRPO w/ SG & GR, paper-faithful", "tab:orange"),
+             ("control: oracle reward for the guide's", "tab:green"),
+             ("control: random reward, the guides' shares", "tab:purple")]
+    top.axhline(0, color="tab:gray", linewidth=1.5, label="GRPO (the zero line)")
+    for row, color in [line for line in lines if line[0] in per_seed[0]]:
+        x, mean, std = curve(row, "success", "ReAct w/ SG", minus_grpo=True)
+        top.plot(x, mean, color=color, marker="o", markersize=3, label=row)
+        top.fill_between(x, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
+                         color=color, alpha=0.12)
+        for key, style in [("guide_balanced_accuracy", "-"), ("share_positive", ":")]:
+            x, mean, _ = curve(row, key, "ReAct w/ SG")
+            bottom.plot(x, mean, color=color, linestyle=style, marker="o", markersize=3)
+    top.set_ylabel("held-out success minus GRPO's\n(same seed, greedy)")
+    top.legend(loc="lower left", fontsize=7)
+    bottom.axhline(1 / 3, color="0.6", linewidth=0.8)
+    bottom.set_ylabel("guide vs true progress: balanced\naccuracy (solid), positive share (dotted)")
+    bottom.set_xlabel("GRPO iteration")
+    maze = (f"{cfg['size']}x{cfg['size']} maze, start >= {cfg['min_distance']} steps away, "
+            f"{cfg['max_steps']} moves{', hot/cold cue' if cfg['cue'] else ''}"
+            f"{', dist:K' if cfg.get('dist') else ''}")
+    top.set_title(f"Self-Guide on the toy: {maze}; {len(per_seed)} seeds, mean ± std", fontsize=9)
+    fig.tight_layout()
+    figure_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(figure_path, dpi=110)
+    print(f"figure written to {figure_path}")
+
+
+def plot_co_evolution(folder: Path, figure_path: Path):
+    """Does the guide get better as its policy does? Each guided row's path through (success,
+    guide accuracy) over training, mean over seeds, from the prior (x) to the end (dot). Left:
+    the held-out greedy guide at each evaluation. Right: the training rollouts' sampled guides,
+    each point the mean of --eval-every iterations (from the rows' logs). The accuracy is on
+    the moves the prior misjudges (--cue-misjudge revisit) where there are such, else the
+    balanced accuracy."""
+    plt = pyplot()
+    results = json.loads((folder / "compare.json").read_text())
+    per_seed, cfg, seeds = results["per_seed"], results["config"], results["seeds"]
+    key = ("guide_accuracy_revisit" if cfg.get("cue_misjudge", "none") != "none"
+           else "guide_balanced_accuracy")
+    rows = [row for row in per_seed[0] if per_seed[0][row]["history"]
+            and per_seed[0][row]["final"].get(key) is not None]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.8), sharey=True)
+
+    def mean_path(paths):  # [[(x, y), ...] per seed] -> mean x and mean y per point
+        return ([compare.mean_and_spread([p[k][0] for p in paths])[0] for k in range(len(paths[0]))],
+                [compare.mean_and_spread([p[k][1] for p in paths])[0] for k in range(len(paths[0]))])
+
+    def sampled(seed, row):  # (success, accuracy) per window of eval_every training iterations
+        log = read_log(folder / f"seed{seed}-{compare.slug(row)}.jsonl")
+        windows = [log[i:i + cfg["eval_every"]] for i in range(0, len(log), cfg["eval_every"])]
+        return [(compare.mean_and_spread([r["success"] for r in w])[0],
+                 compare.mean_and_spread([r.get(key) for r in w])[0]) for w in windows]
+
+    for row, color in zip(rows, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 2):
+        prior = [(s["ReAct w/ SG"]["final"]["success"], s["ReAct w/ SG"]["final"][key])
+                 for s in per_seed]
+        held_out = mean_path([[p] + [(m["success"], m[key]) for _, m in s[row]["history"]]
+                              for p, s in zip(prior, per_seed)])
+        for axis, (xs, ys) in [(axes[0], held_out),
+                               (axes[1], mean_path([sampled(seed, row) for seed in seeds]))]:
+            axis.plot(xs, ys, color=color, marker="o", markersize=2.5, linewidth=1,
+                      label=row.strip())
+            axis.plot(xs[0], ys[0], color=color, marker="x", markersize=7)
+            axis.plot(xs[-1], ys[-1], color=color, marker="o", markersize=7)
+    axes[0].set_title("held-out, greedy guide (x: the prior)", fontsize=9)
+    axes[1].set_title(f"training rollouts, sampled guides (mean of {cfg['eval_every']} "
+                      f"iterations)", fontsize=9)
+    axes[0].set_ylabel(key.replace("_", " "))
+    for axis in axes:
+        axis.set_xlabel("success")
+    axes[0].legend(fontsize=7, loc="best")
+    fig.suptitle(f"Co-evolution: does the guide improve with the policy? {len(seeds)} seeds, "
+                 f"mean", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(figure_path, dpi=110)
+    print(f"figure written to {figure_path}")
+
+
+def read_log(path: Path) -> list:
+    """A run's log.jsonl; a last line cut short (the run was killed mid-write) is left out."""
+    records = []
+    for number_, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            print(f"warning: {path} line {number_} is cut short or damaged; left out",
+                  file=sys.stderr)
+    return records
+
+
+def plot_run(folder: Path) -> Path:
+    """One run's curves from its log.jsonl, into <folder>/curves.png. Top: held-out (greedy)
+    success and the training rollouts' (sampled) success, with lambda(u) shaded behind.
+    Bottom: the guide's shares and balanced accuracy, held-out and in training."""
+    plt = pyplot()
+    records = read_log(folder / "log.jsonl")
+    if not records:
+        raise SystemExit(f"error: {folder}/log.jsonl holds no iteration yet; nothing to plot")
+    evals = [(r["iteration"], r["eval"]) for r in records if "eval" in r]
+    iterations = [r["iteration"] for r in records]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 6.5), sharex=True)
+    for axis in (top, bottom):
+        shade_trust(axis, iterations, [r["trust"] for r in records])
+    top.plot(iterations, [r["success"] for r in records], color="tab:blue", alpha=0.35,
+             linewidth=0.8, label="training rollouts (sampled)")
+    top.plot([i for i, _ in evals], [m["success"] for _, m in evals], color="tab:blue",
+             marker="o", markersize=3, label="held-out (greedy)")
+    top.set_ylabel("success")
+    top.legend(loc="lower right", fontsize=7)
+    if "share_positive" in records[0]:
+        for key, color in [("share_positive", "tab:green"), ("share_neutral", "tab:gray"),
+                           ("share_negative", "tab:red"), ("guide_balanced_accuracy", "k")]:
+            label = key.replace("share_", "share ").replace("guide_balanced_accuracy",
+                                                             "balanced accuracy")
+            bottom.plot(iterations, [r[key] for r in records], color=color, alpha=0.35,
+                        linewidth=0.8)
+            bottom.plot([i for i, _ in evals], [m[key] for _, m in evals], color=color,
+                        marker="o", markersize=3, label=label)
+        bottom.axhline(1 / 3, color="0.6", linewidth=0.8)
+        bottom.legend(loc="lower right", fontsize=7, ncol=2)
+    else:
+        bottom.text(0.5, 0.5, "no guide slot (--variant grpo)", ha="center",
+                    transform=bottom.transAxes)
+    bottom.set_ylabel("guide: shares and balanced accuracy\n(dots held-out, lines training)")
+    bottom.set_xlabel("GRPO iteration")
+    top.set_title(f"{folder}: {len(records)} iterations", fontsize=9)
+    fig.tight_layout()
+    figure = folder / "curves.png"
+    fig.savefig(figure, dpi=110)
+    print(f"figure written to {figure}")
+    return figure
+
+
+def plot_comparison(folder: Path):
+    """Both figures of a comparison, into its folder."""
+    plot_compare(folder, folder / "compare.png")
+    plot_co_evolution(folder, folder / "co-evolution.png")
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        raise SystemExit("usage: python experiments/plots.py FOLDER (a comparison's --out, or "
+                         "a run's folder)")
+    folder = Path(argv[0])
+    if (folder / "compare.json").exists():
+        return plot_comparison(folder)
+    if (folder / "log.jsonl").exists():
+        return plot_run(folder)
+    raise SystemExit(f"error: no compare.json or log.jsonl in {str(folder)!r} to plot; run "
+                     f"experiments/compare.py or selfguide.py first (or give its --out)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,268 @@
+"""Tests for the experiment harness (compare.py, plots.py, benchmark.py): its statistics,
+trunk sharing, resumable work units and figures. The method's own tests are in
+test_selfguide.py, whose tiny settings these share.
+
+    python -m pytest -q test_selfguide.py experiments/ examples/
+"""
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "experiments")]
+
+import benchmark  # noqa: E402
+import compare  # noqa: E402
+import plots  # noqa: E402
+import selfguide as sg  # noqa: E402
+from test_selfguide import TINY_ARGS, tiny_config  # noqa: E402
+
+COMPARE_ARGS = TINY_ARGS + ["--rows", "core", "--seeds", "2", "--workers", "1"]
+
+
+# --- the command line and the rows ---
+
+def test_quick_preset_changes_defaults_but_explicit_flags_win():
+    _, quick = compare.parse_args(["--quick"])
+    assert all(getattr(quick, name) == value for name, value in compare.QUICK.items())
+    _, explicit = compare.parse_args(["--quick", "--seeds", "5", "--rows", "paper"])
+    assert (explicit.seeds, explicit.rows, explicit.workers) == (5, "paper", 2)
+
+
+def test_default_rows_are_the_papers_table_and_one_run_settings_are_refused(capsys):
+    cfg, exp = compare.parse_args([])
+    assert compare.compare_rows(cfg, exp)[:3] == compare.ROWS[:3] and cfg.out == "runs/compare"
+    for argv in (["--show", "1"], ["--eval-only"], ["--init-from", "runs/x"]):
+        with pytest.raises(SystemExit) as stop:
+            compare.parse_args(argv)
+        assert stop.value.code == 2
+        assert "goes with a single run of selfguide.py" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        compare.parse_args(["--seeds", "0"])
+    assert "--seeds must be at least 1" in capsys.readouterr().err
+
+
+def test_compare_rows_add_labelled_controls_once():
+    rows = [name for name, _ in compare.compare_rows(
+        sg.Config(), compare.Experiment(controls=True, guards=True))]
+    assert len(rows) == len(set(rows))
+    controls = [name for name in rows if name.startswith("control:")]
+    assert len(controls) == 3
+    assert not any(n.startswith("control:") for n, _ in compare.compare_rows(sg.Config(), compare.Experiment()))
+
+
+# --- paired statistics and the table ---
+
+def test_compare_table_reports_mean_std_and_paired_differences():
+    per_seed = [{"GRPO": {"final": {"success": 0.5, "steps_over_optimal": 1.2}},
+                 "X": {"final": {"success": 0.6, "steps_over_optimal": 1.1}}},
+                {"GRPO": {"final": {"success": 0.7, "steps_over_optimal": None}},
+                 "X": {"final": {"success": 0.9, "steps_over_optimal": 1.3}}}]
+    table = compare.compare_table(per_seed)
+    assert "| GRPO | 0.600 ± 0.141 | - | 1.20 ± 0.00 | - | - |" in table  # no SG row: one column
+    # differences 0.1 and 0.2: mean 0.15, sample std 0.0707, t(0.975, 1 df) = 12.706
+    half = 12.706 * 0.1 / math.sqrt(2) / math.sqrt(2)
+    assert f"| X | 0.750 ± 0.212 | +0.150 [{0.15 - half:+.3f}, {0.15 + half:+.3f}] |" in table
+
+
+def test_co_evolution_reports_the_captured_share_and_the_accuracy_trend():
+    def seed(sg_success, method, oracle, accuracies):
+        history = [(i, {"success": s, "guide_balanced_accuracy": a})
+                   for i, (s, a) in enumerate(zip([0.1, 0.2, 0.3], accuracies))]
+        final = {"success": method, "guide_balanced_accuracy": accuracies[-1]}
+        return {"ReAct w/ SG": {"final": {"success": 0.1, "guide_balanced_accuracy": 0.5},
+                                "history": []},
+                "GRPO w/ SG": {"final": {"success": sg_success}, "history": []},
+                "GRPO w/ SG & GR": {"final": final, "history": history},
+                "control: oracle reward for the guide's": {"final": {"success": oracle},
+                                                            "history": []}}
+    lines = compare.co_evolution([seed(0.30, 0.32, 0.40, [0.5, 0.6, 0.7]),
+                             seed(0.30, 0.34, 0.40, [0.7, 0.6, 0.5])])
+    assert "guide's reward gains +0.030 and the oracle's +0.100: the guide captures 30%" in lines[0]
+    worse = compare.co_evolution([seed(0.30, 0.28, 0.40, [0.5, 0.6, 0.7])] * 2)
+    assert "gains -0.020 and the oracle's +0.100: the guide captures none" in worse[0]
+    assert "0.500 (prior) -> 0.600" in lines[1] and "+0.00" in lines[1]  # r = +1 and -1
+    assert compare.pearson([1, 2, 3], [2, 4, 7]) == pytest.approx(0.9934, abs=1e-4)
+    assert compare.pearson([1, 1, 1], [2, 4, 7]) is None
+
+
+def test_paired_interval_matches_a_hand_computed_t_interval():
+    differences = [0.02, 0.05, -0.01, 0.04, 0.03]
+    mean = sum(differences) / 5
+    sd = math.sqrt(sum((d - mean) ** 2 for d in differences) / 4)
+    assert compare.paired_interval(differences) == pytest.approx((mean, 2.776 * sd / math.sqrt(5)))
+    assert math.isnan(compare.paired_interval([0.1])[1])
+
+
+# --- trunk sharing: rows branch off the lambda = 0 prefix they share ---
+
+def test_branching_off_the_shared_prefix_equals_training_each_row_alone():
+    cfg = tiny_config(iterations=8, eval_every=4)
+    sg.seed_everything(0)
+    prior = sg.make_policy(cfg).eval()
+    configs = {"sg": sg.dataclasses.replace(cfg, variant="sg"),
+               "trapezoid": sg.dataclasses.replace(cfg, variant="sg_gr"),
+               "no_anneal": sg.dataclasses.replace(cfg, variant="sg_gr", schedule="no_anneal"),
+               "immediate": sg.dataclasses.replace(cfg, variant="sg_gr", schedule="immediate"),
+               "step credit": sg.dataclasses.replace(cfg, variant="sg_gr", credit="step"),
+               "oracle": sg.dataclasses.replace(cfg, variant="sg_gr", internal_reward="oracle"),
+               "random": sg.dataclasses.replace(cfg, variant="sg_gr", internal_reward="random",
+                                                credit="step"),
+               "grpo": sg.dataclasses.replace(cfg, variant="grpo"),
+               "grpo + oracle": sg.dataclasses.replace(cfg, variant="grpo",
+                                                       internal_reward="oracle")}
+    branched = compare.train_rows(prior, configs)
+    # trapezoid and no_anneal branch from the same snapshot: the second must not inherit the
+    # first one's optimizer state
+    assert compare.first_trusted_iteration(configs["trapezoid"]) == 5
+    assert compare.first_trusted_iteration(configs["no_anneal"]) == 5
+    for row, row_cfg in configs.items():
+        alone = sg.copy.deepcopy(prior)
+        state = sg.train(alone, prior, row_cfg)
+        policy, records = branched[row]
+        strip = lambda log: [{k: v for k, v in r.items() if not k.endswith("seconds")} for r in log]  # noqa: E731
+        assert strip(records) == strip(state.records), row
+        for a, b in zip(policy.parameters(), alone.parameters()):
+            assert torch.equal(a, b), row
+
+
+# --- work units that survive faults ---
+
+def test_an_interrupted_compare_resumes_to_the_table_of_an_uninterrupted_one(
+        tmp_path, monkeypatch, capsys):
+    cache = ["--prior-cache", str(tmp_path / "priors")]
+    whole = compare.main(COMPARE_ARGS + cache + ["--out", str(tmp_path / "whole")])
+    real_trunk, calls = compare.compare_trunk, []
+
+    def interrupted(cfg, rows):
+        calls.append(rows[0][0])
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_trunk(cfg, rows)
+
+    monkeypatch.setattr(compare, "compare_trunk", interrupted)
+    out = tmp_path / "resumed"
+    capsys.readouterr()
+    assert compare.main(COMPARE_ARGS + cache + ["--out", str(out)]) is None
+    stopped = capsys.readouterr().out
+    units = len(list((out / "units").iterdir()))
+    assert units == 4 and f"{units} of " in stopped and "run the same command again" in stopped
+    assert not (out / "compare.json").exists()
+    monkeypatch.setattr(compare, "compare_trunk", real_trunk)
+    calls.clear()
+    resumed = compare.main(COMPARE_ARGS + cache + ["--out", str(out), "--workers", "2"])
+    assert "resuming" in capsys.readouterr().out and "4 of " in stopped.split("stopped")[1]
+    assert resumed == json.loads(json.dumps(whole))  # every row, every evaluation, every seed
+    table = lambda folder: (folder / "compare.md").read_text().split("\n\n", 1)[1]  # noqa: E731
+    assert table(out) == table(tmp_path / "whole")
+    for log in (tmp_path / "whole").glob("seed*.jsonl"):
+        strip = lambda text: [{k: v for k, v in json.loads(line).items()  # noqa: E731
+                               if not k.endswith("seconds")} for line in text.splitlines()]
+        assert strip(log.read_text()) == strip((out / log.name).read_text()), log.name
+
+
+def test_a_different_command_on_the_same_compare_folder_is_refused(tmp_path):
+    cache = ["--prior-cache", str(tmp_path / "priors")]
+    out = ["--out", str(tmp_path / "c")]
+    compare.main(COMPARE_ARGS + cache + out + ["--iterations", "2"])
+    with pytest.raises(SystemExit, match=r"other settings \(--seeds 2 there, 3 now\)"):
+        compare.main(COMPARE_ARGS + cache + out + ["--iterations", "2", "--seeds", "3"])
+    again = compare.main(COMPARE_ARGS + cache + out + ["--iterations", "2", "--workers", "2"])
+    assert len(again) == 2  # --workers does not change a number: the same command
+
+
+def test_sigterm_stops_a_compare_that_the_same_command_then_finishes(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    args = COMPARE_ARGS + ["--prior-cache", str(tmp_path / "priors"), "--out", str(tmp_path / "c"),
+                           "--iterations", "20"]
+    run = subprocess.Popen([sys.executable, str(ROOT / "experiments" / "compare.py")] + args, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not list((tmp_path / "c").glob("units/seed1-prompting.json")) and time.time() < deadline:
+        time.sleep(0.2)
+    run.send_signal(signal.SIGTERM)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 0 and "Traceback" not in err, err
+    assert "stopped by Ctrl-C or SIGTERM" in out
+    done = len(list((tmp_path / "c" / "units").iterdir()))
+    assert 2 <= done < 8  # 2 seeds x (prompting rows + 3 trunks)
+    finished = subprocess.run([sys.executable, str(ROOT / "experiments" / "compare.py")] + args, capture_output=True,
+                              text=True, timeout=300)
+    assert finished.returncode == 0 and "Traceback" not in finished.stderr
+    assert f"resuming {tmp_path / 'c'}: {done} of 8 work units" in finished.stdout
+    assert (tmp_path / "c" / "compare.md").exists()
+
+
+def test_a_folder_started_by_selfguide_py_compare_resumes_here(tmp_path):
+    """Before the harness had its own file, `selfguide.py --compare` saved every setting of
+    one Config, flags that are gone now included: such a folder still belongs to its command."""
+    cfg, exp = compare.parse_args(COMPARE_ARGS + ["--out", str(tmp_path)])
+    settings = {**sg.dataclasses.asdict(cfg), **sg.dataclasses.asdict(exp), "compare": True,
+                "bench": False}
+    for name in compare.RESULT_FREE_SETTINGS:
+        settings.pop(name)
+    (tmp_path / "compare-settings.json").write_text(json.dumps(settings))
+    compare.claim_compare_folder(tmp_path, cfg, exp)  # no SystemExit
+    with pytest.raises(SystemExit, match=r"--iterations 3 there, 4 now"):
+        compare.claim_compare_folder(tmp_path, sg.dataclasses.replace(cfg, iterations=4), exp)
+
+
+# --- figures (skipped without matplotlib) ---
+
+def test_plot_of_a_comparison_draws_its_figures_into_its_folder(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "c"
+    per_seed = compare.main(COMPARE_ARGS + ["--cue", "--cue-misjudge", "revisit", "--plot", "--out",
+                                       str(out), "--prior-cache", str(tmp_path / "priors")])
+    assert "guide_accuracy_revisit" in per_seed[0]["GRPO w/ SG"]["final"]
+    for figure in ("compare.png", "co-evolution.png"):
+        assert (out / figure).stat().st_size > 10_000
+
+
+def test_plot_of_a_single_run_draws_its_log_even_cut_short(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "run"
+    sg.main(TINY_ARGS + ["--out", str(out), "--prior-cache", str(tmp_path / "p")])
+    with open(out / "log.jsonl", "a") as log:
+        log.write('{"iteration": 4, "tru')  # a run killed mid-line
+    plots.main([str(out)])
+    captured = capsys.readouterr()
+    assert (out / "curves.png").stat().st_size > 10_000
+    assert "line 4 is cut short" in captured.err and "Traceback" not in captured.err
+
+
+def test_plot_without_matplotlib_says_how_to_get_it(tmp_path, monkeypatch):
+    import builtins
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    (tmp_path / "log.jsonl").write_text("")
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    with pytest.raises(SystemExit, match="the figures need matplotlib: pip install matplotlib"):
+        plots.main([str(tmp_path)])
+
+
+def test_plot_without_a_comparison_says_what_to_run(tmp_path):
+    with pytest.raises(SystemExit, match="run experiments/compare.py or selfguide.py first"):
+        plots.main([str(tmp_path)])
+
+
+# --- the benchmark ---
+
+def test_benchmark_times_rollout_training_pass_iteration_and_stage0(capsys):
+    benchmark.main(TINY_ARGS)
+    text = capsys.readouterr().out
+    assert "with the KV cache" in text and "recomputed over the whole stream" in text
+    assert "every position" in text and "scored positions only" in text and "speed-up" in text
+    assert "one GRPO iteration" in text and "reference log-probs" in text and "Stage 0:" in text
