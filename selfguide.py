@@ -887,8 +887,12 @@ def episode_metrics(rollouts: Rollouts) -> dict:
     success = rollouts.env_return > 0
     metrics = {"success": success.float().mean().item(),
                "steps": rollouts.steps.float().mean().item(),
-               "steps_over_optimal": (rollouts.steps[success] / rollouts.optimal[success]).mean().item()
-               if success.any() else None}  # None (JSON null): undefined, no episode succeeded
+               "steps_over_optimal": (rollouts.steps[success] / rollouts.optimal[success])
+               .mean().item() if success.any() else None,  # None (JSON null): none succeeded
+               # looping (the paper's error analysis): moves back onto a visited cell, among
+               # the moves a next step judges (a truncated episode's last move is not counted)
+               "looping_episodes": rollouts.revisits.any(1).float().mean().item(),
+               "revisits": rollouts.revisits.sum(1).float().mean().item()}
     written = rollouts.guides >= 0
     if not written.any():
         return metrics

@@ -1154,6 +1154,7 @@ def test_episode_metrics_on_hand_built_rollouts():
     assert metrics["guide_balanced_accuracy"] == pytest.approx((1 / 2 + 0) / 2)
     assert metrics["guide_accuracy_revisit"] == 0.0  # the one revisit: (2, 0), wrong
     assert metrics["guide_accuracy_other"] == pytest.approx(1 / 2)
+    assert metrics["looping_episodes"] == 0.5 and metrics["revisits"] == 0.5  # one, in episode 0
 
 
 def test_final_score_is_the_mean_of_the_last_evaluations():
