@@ -540,10 +540,11 @@ def sample_slot(logits, slot: int, allowed, temperature: float, greedy: bool, ge
 
 
 @torch.no_grad()
-def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
-            greedy=False) -> Rollouts:
+def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greedy=False,
+            guide_policy=None) -> Rollouts:
     """Play one episode per task seed, all in one batch. A DynamicCache makes each step cost
-    only its new tokens."""
+    only its new tokens. With guide_policy, that model writes the guides and `policy` only
+    the actions (the paper's checkpoint experiment: whose guidance helps a fixed policy?)."""
     from transformers import DynamicCache
     device = next(policy.parameters()).device
     allowed = slot_vocab_mask(device)
@@ -564,14 +565,19 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
     revisits = torch.zeros((n, horizon), dtype=torch.bool, device=device)
     blocks = []  # (tokens, slots, logprobs), each (n, k), in stream order
     cache = DynamicCache(config=policy.config)
+    guide_cache = None if guide_policy is None else DynamicCache(config=guide_policy.config)
 
     def write(tokens, slot, logprobs=None):
         slots = torch.where(active[:, None], slot, SLOT_CONTEXT).expand_as(tokens)
         logprobs = torch.zeros(tokens.shape, device=device) if logprobs is None else logprobs
         blocks.append((tokens, slots, torch.where(slots != SLOT_CONTEXT, logprobs, 0.0)))
 
-    def next_logits(new_tokens):  # (n, W) at the last position; the cache holds the rest
-        return writable_logits(policy, new_tokens, cache)[:, -1]
+    def next_logits(new_tokens, slot):  # (n, W) at the last position; caches hold the rest
+        logits = writable_logits(policy, new_tokens, cache)[:, -1]
+        if guide_cache is None:
+            return logits
+        guide_logits = writable_logits(guide_policy, new_tokens, guide_cache)[:, -1]
+        return guide_logits if slot == SLOT_GUIDE else logits  # both read every token
 
     pending = torch.tensor([[BOS, GUIDED if guided else UNGUIDED]] * n, device=device)
     write(pending, SLOT_CONTEXT)
@@ -583,13 +589,13 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
         truths[:, t] = torch.where(active, torch.tensor(previous_truth, device=device), -1)
         revisits[:, t] = active & torch.tensor(previous_revisit, device=device)
         if guided:  # z_t ~ pi(. | h_{t-1}, o_t): judge before acting
-            guide, logp = sample_slot(next_logits(pending), SLOT_GUIDE, allowed,
+            guide, logp = sample_slot(next_logits(pending, SLOT_GUIDE), SLOT_GUIDE, allowed,
                                       cfg.guide_temperature, greedy, generator)
             guides[:, t] = torch.where(active, guide, -1)  # writable indices 0-2 are GUIDES
             pending = torch.where(active, writable[guide], PAD)[:, None]
             write(pending, SLOT_GUIDE, logp[:, None])
         # a_t ~ pi(. | h_{t-1}, o_t, z_t)
-        action, logp = sample_slot(next_logits(pending), SLOT_ACTION, allowed,
+        action, logp = sample_slot(next_logits(pending, SLOT_ACTION), SLOT_ACTION, allowed,
                                    cfg.temperature, greedy, generator)
         action = writable[action]
         pending = torch.where(active, action, PAD)[:, None]
@@ -913,11 +919,14 @@ def episode_metrics(rollouts: Rollouts) -> dict:
     return metrics
 
 
-def evaluate(policy, cfg: Config, guided: bool, greedy=True, passes=1, batch_size=512) -> dict:
-    """Metrics on the fixed held-out tasks (never trained on), averaged over `passes`."""
+def evaluate(policy, cfg: Config, guided: bool, greedy=True, passes=1, batch_size=512,
+             guide_policy=None) -> dict:
+    """Metrics on the fixed held-out tasks (never trained on), averaged over `passes`; guides
+    by guide_policy if one is given (see rollout)."""
     seeds = [EVAL_SEED_BASE + i for i in range(cfg.eval_tasks)]
     generator = torch.Generator(device=next(policy.parameters()).device).manual_seed(cfg.seed)
-    parts = [rollout(policy, seeds[i:i + batch_size], guided, cfg, generator, greedy=greedy)
+    parts = [rollout(policy, seeds[i:i + batch_size], guided, cfg, generator, greedy=greedy,
+                     guide_policy=guide_policy)
              for _ in range(passes) for i in range(0, len(seeds), batch_size)]
     return episode_metrics(concat_rollouts(parts))
 

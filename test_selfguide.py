@@ -624,6 +624,28 @@ def test_cached_rollout_logprobs_equal_a_full_forward_pass(guided):
     assert (batch.logprobs[batch.slots != sg.SLOT_CONTEXT] < 0).all()
 
 
+def test_a_second_model_writes_the_guides_and_the_policy_the_actions():
+    """The checkpoint experiment's rollout: every guide's log-prob is the guide model's under a
+    full forward pass of the stream, every action's the policy's; a copy of the policy as its
+    own guide model changes nothing."""
+    cfg = tiny_config()
+    policy, guide_policy = tiny_policy(seed=0), tiny_policy(seed=1)
+    mixed = sg.rollout(policy, list(range(12)), True, cfg, torch.Generator().manual_seed(0),
+                       guide_policy=guide_policy)
+    with torch.no_grad():
+        from_policy = sg.token_logprobs(policy, mixed.tokens, mixed.slots, cfg.temperature)
+        from_guide = sg.token_logprobs(guide_policy, mixed.tokens, mixed.slots, cfg.temperature)
+    is_guide, is_action = mixed.slots == sg.SLOT_GUIDE, mixed.slots == sg.SLOT_ACTION
+    assert torch.allclose(mixed.logprobs[is_guide], from_guide[is_guide], atol=1e-5)
+    assert torch.allclose(mixed.logprobs[is_action], from_policy[is_action], atol=1e-5)
+    assert not torch.allclose(from_policy[is_guide], from_guide[is_guide], atol=1e-3)
+    alone = sg.rollout(policy, list(range(12)), True, cfg, torch.Generator().manual_seed(0))
+    itself = sg.rollout(policy, list(range(12)), True, cfg, torch.Generator().manual_seed(0),
+                        guide_policy=sg.copy.deepcopy(policy))
+    assert torch.equal(alone.tokens, itself.tokens)
+    assert torch.allclose(alone.logprobs, itself.logprobs, atol=1e-6)
+
+
 @pytest.mark.parametrize("guided", [True, False])
 def test_slots_hold_only_their_words_and_cover_exactly_guides_and_actions(guided):
     cfg = tiny_config(max_steps=12)

@@ -266,3 +266,14 @@ def test_benchmark_times_rollout_training_pass_iteration_and_stage0(capsys):
     assert "with the KV cache" in text and "recomputed over the whole stream" in text
     assert "every position" in text and "scored positions only" in text and "speed-up" in text
     assert "one GRPO iteration" in text and "reference log-probs" in text and "Stage 0:" in text
+
+
+# --- the README's commands ---
+
+def test_ci_runs_the_readmes_test_command_as_written():
+    readme, ci = (ROOT / "README.md").read_text(), (ROOT / ".ci" / "run").read_text()
+    command = next(line.split("#")[0].strip() for line in readme.splitlines()
+                   if "python -m pytest" in line and line.startswith("pip install"))
+    assert command in ci.splitlines()
+    for folder in ("test_selfguide.py", "experiments/", "examples/"):
+        assert folder in command  # the one command runs every test

@@ -1,0 +1,181 @@
+"""The paper's checkpoint experiment on the toy: does guidance from later in training help a
+fixed policy more? Guides written by checkpoint k of the full method (the prior, 25%, 50%,
+75% of training, the final policy) steer the moves of a fixed policy (the prior's, and the
+final policy's), on the held-out mazes; each checkpoint also plays on its own, which gives
+the paper's error analysis (how often episodes loop) over training.
+
+    python experiments/checkpoints.py --seeds 5 --seed 600 --workers 2 --out runs/K-default
+    python experiments/checkpoints.py --seeds 5 --seed 600 --workers 2 --dist --no-cue \\
+        --prior-epochs 3 --out runs/K-immature
+    python experiments/checkpoints.py --help      # selfguide.py's settings, then these
+
+The full method is trained per seed from that seed's prior, exactly as selfguide.py trains
+it (the same run as the GRPO w/ SG & GR row of experiments/compare.py on the same settings);
+the rollout takes the checkpoint as its guide model (selfguide.rollout's guide_policy).
+Every difference is paired by seed against the prior's own guidance, with a 95% t-interval
+over the seeds. Each seed is a work unit saved as it finishes, so a stopped run resumes.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from tqdm.auto import tqdm  # noqa: E402
+
+import compare  # noqa: E402
+import selfguide as sg  # noqa: E402
+from selfguide import setting  # noqa: E402
+
+FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)  # of training: the checkpoints that write guides
+NAMES = ["prior", "25%", "50%", "75%", "final"]
+
+
+@dataclass
+class Experiment:
+    """This experiment's own settings; every other flag is one of selfguide.py's."""
+    seeds: int = setting(5, "seeds (each with its own prior and run), from --seed on")
+    workers: int = setting(1, "seeds run in parallel processes (1 thread each)")
+
+    def __post_init__(self):
+        for name in ("seeds", "workers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name} must be at least 1")
+
+
+def parse_args(argv=None) -> tuple[sg.Config, Experiment]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    sg.add_settings(parser, sg.Config)
+    sg.add_settings(parser, Experiment)
+    parser.set_defaults(out="runs/checkpoints")
+    values = vars(parser.parse_args(argv))
+    own = {f.name for f in dataclasses.fields(Experiment)}
+    try:
+        cfg = sg.Config(**{k: v for k, v in values.items() if k not in own})
+        exp = Experiment(**{k: v for k, v in values.items() if k in own})
+    except ValueError as error:
+        parser.error(str(error))
+    if cfg.variant != "sg_gr" or cfg.eval_only or cfg.init_from or cfg.show:
+        parser.error("the checkpoints are the full method's (--variant sg_gr), trained from "
+                     "the prior; --eval-only, --init-from and --show go with selfguide.py")
+    return cfg, exp
+
+
+def run_seed(cfg: sg.Config):
+    """One seed: train the full method, keeping the checkpoints; every (guide source, fixed
+    policy) pair evaluated; saved as units/seed<k>.json."""
+    torch.set_num_threads(1)
+    sg.seed_everything(cfg.seed)
+    prior = sg.load_or_train_prior(cfg, sg.pick_device(cfg.device))
+    policy, state, checkpoints = copy.deepcopy(prior), None, [copy.deepcopy(prior)]
+    for fraction in FRACTIONS[1:]:  # train(until=...) continues the one run exactly
+        state = sg.train(policy, prior, cfg, state=state, until=int(fraction * cfg.iterations))
+        checkpoints.append(copy.deepcopy(policy).eval())
+    fixed = {"prior": prior, "final": checkpoints[-1]}
+    results = {
+        "own": [sg.evaluate(c, cfg, guided=True) for c in checkpoints],
+        "unguided": [sg.evaluate(c, cfg, guided=False) for c in checkpoints],
+        "steered": {name: [sg.evaluate(policy, cfg, guided=True, guide_policy=c)
+                           for c in checkpoints] for name, policy in fixed.items()},
+        "final_metrics": sg.final_metrics(state.records, cfg.final_evals)}
+    sg.write_atomic(unit(cfg), json.dumps(results))
+
+
+def unit(cfg: sg.Config) -> Path:
+    return Path(cfg.out) / "units" / f"seed{cfg.seed}.json"
+
+
+def interval_cell(values, baseline) -> str:
+    """Mean of the paired differences to `baseline` [95% t-interval]."""
+    mean, half = compare.paired_interval([v - b for v, b in zip(values, baseline)])
+    return f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]"
+
+
+def mean_cell(values, digits=3) -> str:
+    mean, spread = compare.mean_and_spread(values)
+    return f"{mean:.{digits}f} ± {spread:.{digits}f}"
+
+
+def tables(per_seed: list[dict]) -> str:
+    """The steering table (guide source x fixed policy) and the own-play table with loops."""
+    lines = ["| guides written by | the prior's moves: success | vs the prior's own guides "
+             "[95% CI] | their guides' bal. acc. | the final policy's moves: success | vs "
+             "the prior's guides [95% CI] | their guides' bal. acc. |",
+             "|---|---|---|---|---|---|---|"]
+    for k, name in enumerate(NAMES):
+        cells = []
+        for fixed in ("prior", "final"):
+            runs = [s["steered"][fixed] for s in per_seed]
+            success = [r[k]["success"] for r in runs]
+            cells += [mean_cell(success),
+                      "-" if k == 0 else interval_cell(success, [r[0]["success"] for r in runs]),
+                      mean_cell([r[k]["guide_balanced_accuracy"] for r in runs])]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", "| checkpoint, playing alone | success with its guides | without | guide "
+              "bal. acc. | looping episodes | revisits per episode |", "|---|---|---|---|---|---|"]
+    for k, name in enumerate(NAMES):
+        own = [s["own"][k] for s in per_seed]
+        lines.append(f"| {name} | {mean_cell([m['success'] for m in own])} | "
+                     f"{mean_cell([s['unguided'][k]['success'] for s in per_seed])} | "
+                     f"{mean_cell([m['guide_balanced_accuracy'] for m in own])} | "
+                     f"{mean_cell([m['looping_episodes'] for m in own])} | "
+                     f"{mean_cell([m['revisits'] for m in own], 2)} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    cfg, exp = parse_args(argv)
+    sg.check_transformers(transformers.__version__)
+    sg.pick_device(cfg.device)
+    out = Path(cfg.out)
+    for folder, option in [(cfg.prior_cache, "--prior-cache"), (out, "--out")]:
+        sg.writable_folder(folder, option)
+    compare.claim_compare_folder(out, cfg, exp)
+    (out / "units").mkdir(exist_ok=True)
+    configs = [dataclasses.replace(cfg, seed=cfg.seed + k) for k in range(exp.seeds)]
+    todo = [c for c in configs if not unit(c).exists()]
+    previous_handler = signal.signal(signal.SIGTERM, sg.stop_like_ctrl_c)
+    try:
+        if exp.workers > 1 and len(todo) > 1:
+            import multiprocessing
+            spawn = multiprocessing.get_context("spawn")
+            os.environ["TQDM_DISABLE"] = "1"  # as in compare.py: no interleaved bars
+            try:
+                with spawn.Pool(exp.workers, initializer=tqdm.set_lock,
+                                initargs=(spawn.RLock(),)) as pool:
+                    pool.map(run_seed, todo)
+            finally:
+                os.environ.pop("TQDM_DISABLE")
+        else:
+            for c in todo:
+                run_seed(c)
+    except KeyboardInterrupt:
+        print(f"\nstopped: {sum(unit(c).exists() for c in configs)} of {len(configs)} seeds "
+              f"are saved in {out}; run the same command again to do the rest")
+        return None
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
+    per_seed = [json.loads(unit(c).read_text()) for c in configs]
+    text = (f"Held-out greedy success on {cfg.eval_tasks} tasks, seeds "
+            f"{', '.join(str(c.seed) for c in configs)}; mean ± std over seeds, paired "
+            f"differences with 95% t-intervals.\nCommand: python experiments/checkpoints.py "
+            + " ".join(sys.argv[1:] if argv is None else argv) + "\n\n" + tables(per_seed))
+    sg.write_atomic(out / "checkpoints.md", text + "\n")
+    sg.write_atomic(out / "checkpoints.json", json.dumps(per_seed))
+    print(f"\n{text}\n\nwritten to {out}/checkpoints.md")
+    return per_seed
+
+
+if __name__ == "__main__":
+    main()
