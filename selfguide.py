@@ -398,19 +398,26 @@ def scored_positions(slots) -> torch.Tensor:
     return (slots != SLOT_CONTEXT).any(0).nonzero().squeeze(-1)
 
 
+def constrained_logprobs(logits, target_slots, temperature: float = 1.0,
+                         guide_temperature: float | None = None) -> torch.Tensor:
+    """The constrained, tempered distribution the rollout samples from: logits (N, Q, W) over
+    the writable words, target_slots (N, Q) the slot of the token each predicts -> log-probs
+    (N, Q, W), -inf where the slot may not hold the word. Guides are tempered by
+    guide_temperature, if given, actions by temperature."""
+    allowed = slot_vocab_mask(logits.device)[target_slots]                   # (N, Q, W)
+    per_slot = [1.0, temperature if guide_temperature is None else guide_temperature, temperature]
+    temperatures = torch.tensor(per_slot, device=logits.device)[target_slots, None]  # (N, Q, 1)
+    return torch.log_softmax(logits.masked_fill(~allowed, -math.inf) / temperatures, -1)
+
+
 def slot_logprobs(policy, tokens, slots, temperature: float = 1.0,
                   guide_temperature: float | None = None):
-    """The constrained, tempered distribution the rollout samples from, at every scored
-    position: tokens, slots (N, L) -> (targets (Q,), the positions that hold a guide or
-    an action in some row, and log-probs (N, Q, W) over the writable words, -inf where the slot
-    may not hold the word). Guides are tempered by guide_temperature, if given."""
-    targets = scored_positions(slots)                    # (Q,), all >= 1; position p predicts p+1
+    """constrained_logprobs at every scored position: tokens, slots (N, L) -> (targets (Q,),
+    the positions that hold a guide or an action in some row, and log-probs (N, Q, W))."""
+    targets = scored_positions(slots)                   # (Q,), all >= 1; position p predicts p+1
     logits = scored_logits(policy, tokens, targets - 1)                     # (N, Q, W)
-    target_slots = slots[:, targets]                                         # (N, Q)
-    allowed = slot_vocab_mask(tokens.device)[target_slots]                   # (N, Q, W)
-    per_slot = [1.0, temperature if guide_temperature is None else guide_temperature, temperature]
-    temperatures = torch.tensor(per_slot, device=tokens.device)[target_slots, None]  # (N, Q, 1)
-    return targets, torch.log_softmax(logits.masked_fill(~allowed, -math.inf) / temperatures, -1)
+    return targets, constrained_logprobs(logits, slots[:, targets], temperature,
+                                         guide_temperature)
 
 
 def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
@@ -1303,7 +1310,7 @@ def writable_folder(path, option: str):
         raise SystemExit(f"error: {option} {str(path)!r} exists and is not a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / ".selfguide-write-test"
+        probe = folder / f".selfguide-write-test-{os.getpid()}"  # one per process
         probe.touch()
         probe.unlink()
     except OSError as error:

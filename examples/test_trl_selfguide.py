@@ -78,10 +78,18 @@ def first_trl_batch(bridge, cfg, trainer):
         [{"prompt": str(s)} for s in seeds for _ in range(cfg.group_size)])
 
 
+def rows_given_to_trl(trainer) -> sg.Rollouts:
+    """The iteration's episodes in the order the bridge hands them to TRL (trainer.rows: the
+    order of its minibatches, a permutation of the whole batch on one process)."""
+    return sg.Rollouts(*(getattr(trainer.episodes, f.name)[trainer.rows]
+                         for f in sg.dataclasses.fields(sg.Rollouts)))
+
+
 def test_trl_bridge_scores_the_rollouts_own_tokens_with_the_rollouts_log_probs(tmp_path):
     bridge, cfg, trainer = trl_trainer(tmp_path)
     scored = first_trl_batch(bridge, cfg, trainer)
-    batch = trainer.episodes
+    batch = rows_given_to_trl(trainer)
+    assert sorted(trainer.rows.tolist()) == list(range(len(trainer.episodes.tokens)))
     torch.testing.assert_close(torch.cat([scored["prompt_ids"], scored["completion_ids"]], 1),
                                batch.tokens, rtol=0, atol=0)
     generated = batch.slots[:, 2:] != sg.SLOT_CONTEXT
@@ -92,8 +100,8 @@ def test_trl_bridge_scores_the_rollouts_own_tokens_with_the_rollouts_log_probs(t
     torch.testing.assert_close(scored["ref_per_token_logps"],
                                sg.token_logprobs(prior, batch.tokens, batch.slots)[:, 2:],
                                atol=1e-6, rtol=0)
-    advantages, _ = sg.iteration_advantages(batch, cfg, sg.trust_at(cfg, 1), 1)
-    torch.testing.assert_close(scored["advantages"], advantages[:, 2:])
+    advantages, _ = sg.iteration_advantages(trainer.episodes, cfg, sg.trust_at(cfg, 1), 1)
+    torch.testing.assert_close(scored["advantages"], advantages[trainer.rows, 2:])
     lengths = generated.sum(1)
     assert lengths.min() < lengths.max()  # some episodes end early: the token means can differ
 
@@ -136,14 +144,13 @@ def test_trl_loss_and_gradients_equal_the_hand_rolled_loss_where_they_should_agr
     bridge, cfg, trainer = trl_trainer(tmp_path, iterations=6)
     scored = first_trl_batch(bridge, cfg, trainer)
     moved(trainer)
-    clipped = 0
     for (trl_loss, trl_grads), (ours, our_grads) in trl_and_selfguide_losses(
-            trainer, cfg, scored, trainer.episodes):
+            trainer, cfg, scored, rows_given_to_trl(trainer)):
         torch.testing.assert_close(trl_loss, ours, atol=1e-6, rtol=1e-5)
         for a, b in zip(trl_grads, our_grads):
             torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
-        clipped += trainer._metrics["train"]["clip_ratio/region_mean"][-1]
-    assert clipped > 0  # the clip acted, so it was compared too
+    clipped = sum(trainer._metrics["train"]["clip_ratio/region_mean"][-cfg.minibatches:])
+    assert clipped > 0  # the clip acted in some minibatch, so it was compared too
 
 
 @pytest.mark.parametrize("setting, value", [
@@ -161,7 +168,7 @@ def test_trl_settings_that_are_not_selfguides_loss_give_another_loss(tmp_path, s
     differences = [max([abs(trl_loss - ours).item()] +
                        [(a - b).abs().max().item() for a, b in zip(trl_grads, our_grads)])
                    for (trl_loss, trl_grads), (ours, our_grads)
-                   in trl_and_selfguide_losses(trainer, cfg, scored, trainer.episodes)]
+                   in trl_and_selfguide_losses(trainer, cfg, scored, rows_given_to_trl(trainer))]
     assert max(differences) > 1e-4, (setting, differences)
 
 
@@ -212,7 +219,8 @@ def test_trl_own_group_advantage_is_besseled_and_its_environment_factory_refuses
     scored = GRPOTrainer._generate_and_score_completions(   # TRL's own, advantages not replaced
         trainer, [{"prompt": str(s)} for s in seeds for _ in range(cfg.group_size)])
     assert trainer.scale_rewards == "group"
-    ours = sg.group_advantages(trainer.episodes.env_return.view(-1, cfg.group_size)).flatten()
+    given = rows_given_to_trl(trainer).env_return  # TRL groups G consecutive rows of these
+    ours = sg.group_advantages(given.view(-1, cfg.group_size)).flatten()
     g = cfg.group_size
     torch.testing.assert_close(scored["advantages"], ours * math.sqrt((g - 1) / g),
                                atol=2e-3, rtol=2e-3)
@@ -239,3 +247,92 @@ def test_trl_own_group_advantage_is_besseled_and_its_environment_factory_refuses
                                     num_generations=4),
                     train_dataset=Dataset.from_dict({"prompt": [[{"role": "user",
                                                                   "content": "go"}]] * 8}))
+
+
+# --- the bridge on two processes (accelerate launch, gloo on CPU): the same experiment ---
+
+MULTI_ARGS = TINY_ARGS + ["--iterations", "2", "--tasks-per-iter", "4", "--eval-every", "1",
+                          "--prior-episodes", "64", "--schedule", "immediate", "--lr", "3e-3",
+                          "--threads", "1"]
+
+
+def launch(tmp_path, processes: int, name: str, extra=()):
+    """Run the bridge on `processes` processes; returns (stdout, the run's folder)."""
+    import subprocess
+    script = str(Path(__file__).parent / "trl_selfguide.py")
+    launcher = ([sys.executable, script] if processes == 1 else
+                [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+                 "--num_processes", str(processes), "--num_machines", "1",
+                 "--mixed_precision", "no", "--dynamo_backend", "no", script])
+    out = tmp_path / name
+    run = subprocess.run(launcher + MULTI_ARGS + list(extra) + [
+        "--prior-cache", str(tmp_path / "priors"), "--out", str(out)],
+        capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout, out
+
+
+@pytest.fixture(scope="module")
+def one_and_two(tmp_path_factory):
+    """The same short run on one process and on two, from one prior."""
+    trl_bridge()
+    tmp_path = tmp_path_factory.mktemp("multi")
+    return launch(tmp_path, 1, "one"), launch(tmp_path, 2, "two"), tmp_path
+
+
+def test_two_processes_make_the_same_updates_as_one(one_and_two):
+    """The trained weights after two iterations (2 x 2 passes x 2 minibatches), as updates
+    from the prior: equal to a relative 1e-4. The update, not the gradient, because it is
+    what a run keeps; not to the bit, because the all-reduce sums the two halves of each
+    minibatch's gradient in another order than one process does."""
+    from safetensors.torch import load_file
+    (_, one), (_, two), tmp_path = one_and_two
+    prior = load_file(next((tmp_path / "priors").glob("prior-*/model.safetensors")))
+    a, b = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
+    update = sum(((a[k] - prior[k]) ** 2).sum() for k in a).sqrt()
+    apart = sum(((a[k] - b[k]) ** 2).sum() for k in a).sqrt()
+    assert update > 1e-3 and apart / update < 1e-4
+    records = [[json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+               for run in (one, two)]
+    for x, y in zip(*records):  # the same episodes, success and guides, iteration by iteration
+        for key in ("success", "steps", "share_positive", "guide_balanced_accuracy", "trust"):
+            assert x[key] == y[key], key
+        assert x["eval"]["success"] == y["eval"]["success"]
+        assert y["trl/loss"] == pytest.approx(x["trl/loss"], rel=1e-4, abs=1e-6)
+
+
+def test_two_processes_print_and_write_once_and_end_with_equal_weights(one_and_two):
+    (text_one, one), (text_two, two), _ = one_and_two
+    for text in (text_one, text_two):
+        assert text.count("| policy | success") == 1  # one summary table
+        assert text.count("held-out success") == 2   # one line per evaluation, not per process
+    assert "on 2 processes, whose weights agree" in text_two
+    assert len((two / "log.jsonl").read_text().splitlines()) == 2
+    assert sorted(p.name for p in two.iterdir()) == sorted(p.name for p in one.iterdir())
+
+
+def test_the_logged_success_is_trls_gathered_reward_mean(one_and_two):
+    """selfguide's figures are over the whole iteration, as TRL's gathered ones are."""
+    (_, _), (_, two), _ = one_and_two
+    for record in map(json.loads, (two / "log.jsonl").read_text().splitlines()):
+        assert record["success"] == pytest.approx(record["trl/rewards/success_reward/mean"])
+
+
+def test_weights_spread_sees_processes_that_drifted_apart():
+    bridge = trl_bridge()
+
+    class Drifted:  # another process holds every weight 0.25 higher
+        def reduce(self, tensor, reduction):
+            assert reduction == "max"
+            return torch.maximum(tensor, tensor + 0.25 * (1 if tensor.sum() > 0 else -1))
+
+    policy = torch.nn.Linear(2, 2)
+    torch.nn.init.constant_(policy.weight, 1.0), torch.nn.init.constant_(policy.bias, 1.0)
+    assert bridge.weights_spread(policy, Drifted()) == pytest.approx(0.25)
+
+
+def test_a_batch_that_the_processes_cannot_split_is_refused_before_any_work(monkeypatch):
+    bridge = trl_bridge()
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    with pytest.raises(SystemExit, match=r"--minibatches x processes equal parts; 2 x 3"):
+        bridge.parse_config(TINY_ARGS)

@@ -11,6 +11,7 @@ prior (`beta`), the optimizer, gradient clipping and the training loop.
     pip install -r requirements.txt trl==1.16.0
     python examples/trl_selfguide.py               # = python selfguide.py --kl-action 0.1, on TRL
     python examples/trl_selfguide.py --variant grpo --seed 1
+    accelerate launch --multi_gpu --num_processes 2 examples/trl_selfguide.py   # 2 processes
     python examples/trl_selfguide.py --help        # selfguide.py's settings; see below for which
 
 What TRL 1.16.0 needs beyond its public settings (a subclass, SelfGuideGRPOTrainer):
@@ -26,7 +27,31 @@ What TRL 1.16.0 needs beyond its public settings (a subclass, SelfGuideGRPOTrain
    group std is Bessel-corrected with eps 1e-4, and its aggregation cannot weigh lambda(u)
    against R_env per step. TRL's reward columns (success, the guide's reward) are still
    computed and logged.
+3. `compute_loss` is wrapped so that the loss is normalised by the token count of the whole
+   minibatch across processes (see below).
 The episode goes in through the public `rollout_func`, with `env_mask` 0 on observation tokens.
+
+On P processes (accelerate launch or torchrun; gloo on CPU, NCCL on GPUs) it runs the same
+experiment as on one, to rounding:
+- each iteration's T tasks x G rollouts are split across the processes (per-device batch
+  T G / (P x --minibatches)), in the order one process would play them;
+- every process plays the iteration's whole batch of episodes from the same random stream,
+  as one process would, and trains on its own rows (TRL's `process_slice`): so no episode's
+  random draws depend on which process plays it, and the advantages are computed over whole
+  groups, whichever process holds their rows. (TRL's vLLM server mode generates the batch in
+  one place too; here it is replicated, which costs the toy less than sending it around);
+- the loss of a minibatch is its token sum over the token count of the whole minibatch
+  across processes: TRL's `bnpo` divides by the local count, so DDP's average would be the
+  mean of per-process means;
+- the constrained log-probs are computed from a forward of the wrapped (DDP) model, so its
+  gradients are all-reduced;
+- the prior is cloned once (the main process first, the others then load it); the main
+  process alone evaluates, prints and writes, and at the end checks that every process
+  holds the same weights.
+A batch that P and --minibatches do not divide is refused in one line before any work.
+`accelerate launch --cpu` starts a single process (accelerate's simple launcher), whatever
+--num_processes says; on CPU, two real processes take `--multi_gpu` (or `torchrun
+--nproc-per-node 2`).
 
 Settings TRL cannot express are refused in one line: a KL on the guide tokens only (`beta`
 weighs every generated token, so --kl-action is set to --kl-guide: the default run matches
@@ -35,6 +60,7 @@ weighs every generated token, so --kl-action is set to --kl-guide: the default r
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import os
 import random
@@ -73,6 +99,11 @@ def check_trl():
                          f"methods of GRPOTrainer; pip install trl=={TRL_VERSION}")
 
 
+def process_count() -> int:
+    """The processes this run is launched on (accelerate launch or torchrun set WORLD_SIZE)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def parse_config(argv=None) -> sg.Config:
     """selfguide.py's command line, with the settings TRL cannot run refused in one line."""
     cfg = sg.parse_config(argv)
@@ -86,10 +117,11 @@ def parse_config(argv=None) -> sg.Config:
         raise SystemExit(f"error: TRL's beta weighs every generated token alike, so the KL of "
                          f"the guide and action tokens is one weight (--kl-guide {cfg.kl_guide}); "
                          f"--kl-action {cfg.kl_action} cannot be run")
-    rollouts = cfg.tasks_per_iter * cfg.group_size
-    if rollouts % cfg.minibatches:
+    rollouts, processes = cfg.tasks_per_iter * cfg.group_size, process_count()
+    if rollouts % (cfg.minibatches * processes):
         raise SystemExit(f"error: TRL splits the {rollouts} rollouts of an iteration into "
-                         f"--minibatches equal parts; {cfg.minibatches} does not divide them")
+                         f"--minibatches x processes equal parts; {cfg.minibatches} x "
+                         f"{processes} does not divide them")
     return dataclasses.replace(cfg, kl_action=cfg.kl_guide)  # what beta does
 
 
@@ -112,23 +144,38 @@ def task_seeds(cfg: sg.Config) -> list:
 
 
 def make_rollout_func(cfg: sg.Config, device):
-    """TRL's rollout_func: each prompt is a task seed; the episode is played by selfguide's
+    """TRL's rollout_func: each prompt is a task seed; the episodes are played by selfguide's
     rollout. Prompt = [<bos>, <mode>], completion = the rest of the stream; env_mask is 1 on
-    the guide and action tokens the policy wrote, 0 on the observations."""
+    the guide and action tokens the policy wrote, 0 on the observations.
+
+    Every process plays the iteration's whole batch (the prompts of all processes, gathered
+    in process order) from the same random stream, and returns its own rows: for minibatch k
+    of the iteration (a random permutation of the rows, cut into --minibatches parts, as one
+    process would cut it) the k-th part of its rows is this process's share of it. The
+    advantages are computed over the whole batch (below)."""
     sampler = torch.Generator(device=device).manual_seed(cfg.seed)  # as selfguide's TrainState
+    shuffler = torch.Generator().manual_seed(cfg.seed)               # orders the minibatches
 
     def rollout_func(prompts, trainer):
-        batch = sg.rollout(trainer.model, [int(p) for p in prompts], cfg.guided, cfg, sampler)
-        trainer.episodes = batch  # for the advantages, in the same order as the prompts
-        ends = [row.nonzero().max().item() + 1 for row in batch.slots != sg.SLOT_CONTEXT]
-        guide_rewards = sg.step_rewards(batch.guides, batch.truths)               # (N, T)
-        return {"prompt_ids": [row[:2].tolist() for row in batch.tokens],
-                "completion_ids": [row[2:end].tolist() for row, end in zip(batch.tokens, ends)],
-                "logprobs": [row[2:end].tolist() for row, end in zip(batch.logprobs, ends)],
+        from accelerate.utils import gather_object
+        everyone = [int(p) for p in gather_object(list(prompts))]   # one process: its prompts
+        batch = sg.rollout(trainer.model, everyone, cfg.guided, cfg, sampler)
+        rank, processes = trainer.accelerator.process_index, trainer.accelerator.num_processes
+        order = torch.randperm(len(everyone), generator=shuffler).view(cfg.minibatches, -1)
+        share = order.shape[1] // processes                           # rows of a minibatch here
+        trainer.rows = order[:, rank * share:(rank + 1) * share].flatten().to(device)
+        trainer.episodes = batch  # all of them: the advantages need whole groups
+        mine = sg.Rollouts(*(getattr(batch, f.name)[trainer.rows]
+                             for f in dataclasses.fields(sg.Rollouts)))
+        ends = [row.nonzero().max().item() + 1 for row in mine.slots != sg.SLOT_CONTEXT]
+        guide_rewards = sg.step_rewards(mine.guides, mine.truths)                 # (n, T)
+        return {"prompt_ids": [row[:2].tolist() for row in mine.tokens],
+                "completion_ids": [row[2:end].tolist() for row, end in zip(mine.tokens, ends)],
+                "logprobs": [row[2:end].tolist() for row, end in zip(mine.logprobs, ends)],
                 "env_mask": [(row[2:end] != sg.SLOT_CONTEXT).long().tolist()
-                             for row, end in zip(batch.slots, ends)],
-                "success": batch.env_return.tolist(),
-                "guide_return": (guide_rewards.sum(1) / batch.steps).tolist()}
+                             for row, end in zip(mine.slots, ends)],
+                "success": mine.env_return.tolist(),
+                "guide_return": (guide_rewards.sum(1) / mine.steps).tolist()}
     return rollout_func
 
 
@@ -144,14 +191,19 @@ def guide_reward(completions, guide_return, **_):
 
 def make_trainer_class():
     from trl import GRPOTrainer
+    from trl.trainer import grpo_trainer as grpo_trainer_module
 
     class SelfGuideGRPOTrainer(GRPOTrainer):
         """GRPOTrainer with constrained log-probs and selfguide's per-token advantages."""
 
         def __init__(self, *args, selfguide_config: sg.Config, **kwargs):
             self.selfguide_config = selfguide_config
-            self.records, self.episodes = [], None
+            self.records, self.episodes, self.rows = [], None, None
             super().__init__(*args, **kwargs)
+            # TRL shuffles each process's rows of a generation apart (a torch.randperm of the
+            # local batch), which on P processes would make other minibatches than on one;
+            # rollout_func orders the rows itself, so that shuffle is turned off
+            grpo_trainer_module.shuffle_sequence_dict = lambda batch: batch
 
         @property
         def updates_per_iteration(self) -> int:
@@ -166,8 +218,13 @@ def make_trainer_class():
             cfg = self.selfguide_config
             slots = episode_slots(cfg, input_ids.shape[1]).to(input_ids.device)
             slots = torch.where(attention_mask.bool(), slots, sg.SLOT_CONTEXT)       # (B, L)
-            targets, logp = sg.slot_logprobs(model, input_ids, slots, cfg.temperature,
-                                             cfg.guide_temperature)                  # (B, Q, W)
+            targets = sg.scored_positions(slots)                                     # (Q,)
+            # a forward of `model` itself, which on P processes is the DDP wrapper: its
+            # backward all-reduces the gradients (selfguide's scored_logits would bypass it)
+            logits = model(input_ids=input_ids, logits_to_keep=targets - 1,
+                           use_cache=False).logits[..., sg.WRITABLE_IDS]             # (B, Q, W)
+            logp = sg.constrained_logprobs(logits, slots[:, targets], cfg.temperature,
+                                           cfg.guide_temperature)                    # (B, Q, W)
             index = sg.writable_index(input_ids.device)[input_ids[:, targets]]       # (B, Q)
             chosen = logp.gather(-1, index[..., None]).squeeze(-1)
             entropy = -torch.where(logp.isinf(), 0.0, logp.exp() * logp).sum(-1)    # (B, Q)
@@ -189,6 +246,7 @@ def make_trainer_class():
             iteration = self.state.global_step // self.updates_per_iteration + 1
             trust = sg.trust_at(cfg, iteration)
             advantages, returns = sg.iteration_advantages(batch, cfg, trust, iteration)  # (N, L)
+            advantages = advantages[self.rows]                   # this process's rows (n, L)
             width = output["completion_ids"].shape[1]
             output["advantages"] = F.pad(advantages[:, 2:], (0, width - advantages.shape[1] + 2))
             self.records.append({"iteration": iteration, "trust": trust,
@@ -196,6 +254,20 @@ def make_trainer_class():
                                  "zero_variance_groups": sg.zero_variance(
                                      returns.view(-1, cfg.group_size)).float().mean().item()})
             return output
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            """TRL's bnpo loss is this process's token sum over its own token count; DDP then
+            averages the P gradients. Rescaled here to the token sum over the token count of
+            the whole minibatch across processes (times P, which DDP's average divides out),
+            the loss of one process holding the whole minibatch. On one process the factor
+            is exactly 1."""
+            loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            mask = inputs["completion_mask"]
+            if "tool_mask" in inputs:
+                mask = mask * inputs["tool_mask"]
+            local = mask.sum().float()
+            total = self.accelerator.reduce(local.clone(), reduction="sum")
+            return loss * local.clamp(min=1.0) * self.accelerator.num_processes / total.clamp(min=1.0)
 
     return SelfGuideGRPOTrainer
 
@@ -207,7 +279,7 @@ def grpo_config(cfg: sg.Config, out: Path, device):
     return GRPOConfig(
         output_dir=str(out), seed=cfg.seed, use_cpu=device.type == "cpu", bf16=False,
         num_generations=cfg.group_size,                  # G rollouts per task
-        per_device_train_batch_size=rollouts // cfg.minibatches,
+        per_device_train_batch_size=rollouts // (cfg.minibatches * process_count()),
         steps_per_generation=cfg.minibatches,            # so a generation is one iteration
         num_iterations=cfg.update_epochs,                # passes over each iteration's rollouts
         max_steps=cfg.iterations * cfg.minibatches * cfg.update_epochs,
@@ -222,6 +294,7 @@ def grpo_config(cfg: sg.Config, out: Path, device):
         reward_weights=[1.0, 0.0],                       # logged; the advantages are replaced
         logging_steps=cfg.minibatches * cfg.update_epochs,  # once per iteration, into log.jsonl
         activation_checkpointing=False,                  # TRL's default is on; nothing to save here
+        ddp_find_unused_parameters=False,                # every weight is used
         save_strategy="no", report_to="none", disable_tqdm=False)
 
 
@@ -240,6 +313,8 @@ def selfguide_callbacks(trainer, cfg: sg.Config) -> list:
             if state.global_step % trainer.updates_per_iteration:
                 return
             iteration = state.global_step // trainer.updates_per_iteration
+            if not trainer.accelerator.is_main_process:
+                return  # the main process alone evaluates and prints
             if iteration % cfg.eval_every == 0 or iteration == cfg.iterations:
                 start = time.perf_counter()
                 record = trainer.records[-1]
@@ -249,7 +324,10 @@ def selfguide_callbacks(trainer, cfg: sg.Config) -> list:
                            f"{record['trust']:.2f}  held-out {sg.format_metrics(record['eval'])}")
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            trainer.records[-1].update({f"trl/{k}": v for k, v in (logs or {}).items()})
+            # TRL's share of zero-std groups reads G consecutive rows as a group, which the
+            # rows in minibatch order are not: selfguide's zero_variance_groups is the figure
+            trainer.records[-1].update({f"trl/{k}": v for k, v in (logs or {}).items()
+                                        if k != "frac_reward_zero_std"})
 
     class QuietProgress(ProgressCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
@@ -259,11 +337,21 @@ def selfguide_callbacks(trainer, cfg: sg.Config) -> list:
     return [HeldOut(), QuietProgress()]
 
 
+def weights_spread(model, accelerator) -> float:
+    """The largest difference between the processes' copies of any weight (0.0 on one)."""
+    weights = torch.cat([p.detach().flatten() for p in model.parameters()])
+    highest = accelerator.reduce(weights, reduction="max")  # accelerate reduces by sum or max
+    lowest = -accelerator.reduce(-weights, reduction="max")
+    return (highest - lowest).max().item()
+
+
 def main(argv=None):
     check_trl()
     cfg = parse_config(argv)
     sg.check_transformers(sg.transformers.__version__)
-    device = sg.pick_device(cfg.device)
+    from accelerate import PartialState
+    state = PartialState(cpu=sg.pick_device(cfg.device).type == "cpu")  # starts the processes' group
+    device, main_process = state.device, state.is_main_process  # each process its own GPU
     out = Path(cfg.out or f"runs/trl-{cfg.variant}-seed{cfg.seed}")
     sg.writable_folder(cfg.prior_cache, "--prior-cache")
     sg.writable_folder(out, "--out")
@@ -280,13 +368,16 @@ def main(argv=None):
     warnings.filterwarnings("ignore", message=".*gradient_checkpointing.* is deprecated",
                             category=FutureWarning)
     sg.seed_everything(cfg.seed)
-    sg.load_or_train_prior(cfg, device)
+    with state.main_process_first():  # the main process clones the prior, the others load it
+        sg.load_or_train_prior(cfg, device)
     prior_folder = Path(cfg.prior_cache) / f"prior-{sg.prior_key(cfg)}"
     policy = sg.load_policy(prior_folder, cfg, device)  # TRL builds its reference from this path
-    before = [("prior, no guide (ReAct)", sg.evaluate(policy, cfg, guided=False)),
-              ("prior, guide (ReAct w/ SG)", sg.evaluate(policy, cfg, guided=True))]
-    for name, metrics in before:
-        tqdm.write(f"{name}: {sg.format_metrics(metrics)}")
+    before = []
+    if main_process:
+        before = [("prior, no guide (ReAct)", sg.evaluate(policy, cfg, guided=False)),
+                  ("prior, guide (ReAct w/ SG)", sg.evaluate(policy, cfg, guided=True))]
+        for name, metrics in before:
+            tqdm.write(f"{name}: {sg.format_metrics(metrics)}")
     trainer = make_trainer_class()(
         model=policy, processing_class=sg.build_tokenizer(),
         reward_funcs=[success_reward, guide_reward], args=grpo_config(cfg, out, device),
@@ -298,10 +389,30 @@ def main(argv=None):
     try:
         trainer.train()
     except KeyboardInterrupt:
-        sg.save_policy(trainer.model, out)
-        print(f"\nstopped by Ctrl-C; the policy trained so far is saved in {out}")
+        if main_process:
+            sg.save_policy(trainer.model, out)
+            print(f"\nstopped by Ctrl-C; the policy trained so far is saved in {out}")
         return None
     minutes = (time.perf_counter() - start) / 60
+    spread = weights_spread(trainer.model, trainer.accelerator)
+    if spread > 0:  # DDP keeps the copies equal to the bit; anything else is a fault
+        raise SystemExit(f"error: the {state.num_processes} processes ended with different "
+                         f"weights (largest difference {spread:.3g})")
+    if state.num_processes == 1:
+        return report(trainer, cfg, out, before, minutes)
+    with state.main_process_first():  # the others wait for the main process's report
+        rows = report(trainer, cfg, out, before, minutes) if main_process else None
+    # then every process frees the DDP model and its process group before it exits: gloo's
+    # threads, left to the interpreter's exit, abort the process now and then
+    del trainer
+    gc.collect()
+    torch.distributed.destroy_process_group()
+    return rows
+
+
+def report(trainer, cfg: sg.Config, out: Path, before: list, minutes: float) -> list:
+    """The main process's files and summary table, as selfguide.py's."""
+    processes = trainer.accelerator.num_processes
     sg.save_policy(trainer.model, out)
     sg.write_atomic(out / "log.jsonl", "".join(json.dumps(r) + "\n" for r in trainer.records))
     sg.write_atomic(out / "selfguide_config.json", json.dumps(dataclasses.asdict(cfg), indent=2))
@@ -311,7 +422,8 @@ def main(argv=None):
          sg.final_metrics(trainer.records, cfg.final_evals))]
     table = sg.summary_table(rows)
     sg.write_atomic(out / "summary.md", table + "\n")
-    print(f"\n{table}\n\ngreedy, {cfg.eval_tasks} held-out tasks; TRL {TRL_VERSION}, "
+    on = f" on {processes} processes, whose weights agree" if processes > 1 else ""
+    print(f"\n{table}\n\ngreedy, {cfg.eval_tasks} held-out tasks; TRL {TRL_VERSION}{on}, "
           f"{minutes:.1f} min of training; policy, config and log.jsonl in {out}")
     if cfg.show:
         print("\n" + sg.show_episodes(trainer.model, cfg, cfg.show, cfg.guided))
