@@ -123,11 +123,11 @@ class Config:
     n_embd: int = setting(64, "embedding width")
     n_head: int = setting(4, "attention heads")
     # Stage 0: behaviour cloning of the demonstrator (stands in for LLM pretraining)
-    prior_episodes: int = setting(8000, "demonstrator episodes to clone (each used in both formats)")
+    prior_episodes: int = setting(8000, "demonstrator episodes to clone (each in both formats)")
     prior_epochs: int = setting(2, "passes over the demonstration corpus")
     prior_batch: int = setting(64, "sequences per cloning update")
     prior_lr: float = setting(3e-3, "peak learning rate of cloning (cosine decay)")
-    prior_cache: str = setting("runs/priors", "folder where priors are cached, keyed by their settings")
+    prior_cache: str = setting("runs/priors", "folder of the cached priors, keyed by settings")
     # Self-Guide
     variant: str = setting("sg_gr", "grpo: env reward, no guide slot; sg: guide, lambda = 0; "
                                     "sg_gr: guide + guide reward under --schedule",
@@ -696,7 +696,8 @@ def trust_schedule(iteration: int, total: int, kind: str = "trapezoid",
         return rise
     if kind == "trapezoid":
         return min(rise, max((1.0 - u) / ramp, 0.0))  # rise <= 1 caps the fall
-    raise ValueError(f"unknown trust schedule {kind!r}; use trapezoid, immediate, never or no_anneal")
+    raise ValueError(f"unknown trust schedule {kind!r}; use trapezoid, immediate, never or "
+                     f"no_anneal")
 
 
 def trust_at(cfg: Config, iteration: int) -> float:
@@ -858,9 +859,10 @@ def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
     else:
         loss = torch.where(generated, per_token_loss, 0.0).sum() / count
     with torch.no_grad():
-        stats = {"clip_fraction": (((ratio - 1).abs() > clip) & generated).sum().item() / count.item(),
-                 "approx_kl": torch.where(generated, ratio - 1 - log_ratio, 0.0).sum().item() / count.item(),
-                 "kl_ref": torch.where(generated, kl, 0.0).sum().item() / count.item()}
+        def mean(x):  # over the generated tokens
+            return torch.where(generated, x, 0.0).sum().item() / count.item()
+        stats = {"clip_fraction": mean(((ratio - 1).abs() > clip).float()),
+                 "approx_kl": mean(ratio - 1 - log_ratio), "kl_ref": mean(kl)}
     return loss, stats
 
 
@@ -1083,7 +1085,8 @@ def pick_device(name: str) -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise SystemExit(f"error: unknown --device {name!r}; use auto, cpu, cuda or cuda:N") from None
+        raise SystemExit(f"error: unknown --device {name!r}; use auto, cpu, cuda or "
+                         f"cuda:N") from None
     if device.type == "cuda":  # same seed, same GPU, same numbers: no atomics in the backward
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before cuBLAS starts
         torch.use_deterministic_algorithms(True)
@@ -1100,7 +1103,8 @@ def seed_everything(seed: int):
 def prior_key(cfg: Config) -> str:
     """The settings a prior depends on; a change to any of them trains a new one."""
     names = ["size", "wall_prob", "min_distance", "max_steps", "cue", "cue_noise", "n_layer",
-             "n_embd", "n_head", "prior_episodes", "prior_epochs", "prior_batch", "prior_lr", "seed"]
+             "n_embd", "n_head", "prior_episodes", "prior_epochs", "prior_batch", "prior_lr",
+             "seed"]
     # named only when set, so the priors cached before these settings existed keep their keys
     names += [n for n in ("cue_misjudge", "dist") if getattr(cfg, n) not in ("none", False)]
     text = json.dumps({"words": vocab_size(cfg), **{n: getattr(cfg, n) for n in names}},
