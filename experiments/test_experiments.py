@@ -277,3 +277,18 @@ def test_ci_runs_the_readmes_test_command_as_written():
     assert command in ci.splitlines()
     for folder in ("test_selfguide.py", "experiments/", "examples/"):
         assert folder in command  # the one command runs every test
+
+
+def test_paired_pools_folders_and_compares_any_two_rows(tmp_path, capsys):
+    import paired
+    for name, gains in [("a", [0.1, 0.3]), ("b", [0.2])]:
+        (tmp_path / name).mkdir()
+        per_seed = [{"GRPO": {"final": {"success": 0.5}},
+                     "  ablation: x": {"final": {"success": 0.5 + g}}} for g in gains]
+        (tmp_path / name / "compare.json").write_text(json.dumps({"per_seed": per_seed}))
+    line, = paired.main([f"{tmp_path / 'a'},{tmp_path / 'b'}", "success", "ablation: x|GRPO"])
+    half = 4.303 * 0.1 / math.sqrt(3)  # t(2) x sd / sqrt(n): differences 0.1, 0.3, 0.2
+    assert line == (f"ablation: x - GRPO, success: +0.200 [{0.2 - half:+.3f}, {0.2 + half:+.3f}]"
+                    f", above on 3 of 3 seeds")
+    with pytest.raises(SystemExit, match="no row 'nope'"):
+        paired.main([str(tmp_path / "a"), "success", "nope|GRPO"])

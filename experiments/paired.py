@@ -1,0 +1,73 @@
+"""Paired differences that compare.md does not print: one row against any other row, seeds
+pooled over several comparisons, or another metric than success.
+
+    python experiments/paired.py runs/familiar success 'GRPO w/ SG|ReAct w/ SG'
+    python experiments/paired.py runs/A,runs/B success 'ablation: immediate lambda = 1|GRPO'
+    python experiments/paired.py runs/I-fresh revisits 'GRPO w/ SG & GR|ReAct w/ SG'
+    python experiments/paired.py --runs 'runs/pair/trl-{seed}|runs/pair/selfguide-{seed}' 0,1,2
+
+The first argument is one or more comparison folders (their compare.json), comma-separated;
+then the metric of each run's final score; then pairs 'row A|row B' (row names as in the
+table, leading spaces optional). Prints A - B per pair: the mean over the pooled seeds, its
+95% t-interval, and on how many seeds A is above B. With --runs, the pair is two run folders
+(their log.jsonl, each scored as selfguide.py scores a run: the mean of its last
+--final-evals evaluations, 3) with {seed} filled in from the seeds given.
+"""
+import json
+import sys
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
+
+import compare  # noqa: E402
+import selfguide as sg  # noqa: E402
+
+
+def pooled_seeds(folders: str) -> list:
+    return [seed for folder in folders.split(",")
+            for seed in json.loads((Path(folder) / "compare.json").read_text())["per_seed"]]
+
+
+def row(seed: dict, name: str) -> dict:
+    found = [r for r in seed if r.strip() == name.strip()]
+    if not found:
+        raise SystemExit(f"error: no row {name.strip()!r}; the rows: "
+                         + ", ".join(r.strip() for r in seed))
+    return seed[found[0]]["final"]
+
+
+def interval_line(name: str, differences: list) -> str:
+    mean, half = compare.paired_interval(differences)
+    return (f"{name}: {mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}], above on "
+            f"{sum(d > 0 for d in differences)} of {len(differences)} seeds")
+
+
+def run_score(folder: str) -> float:
+    records = [json.loads(line) for line in (Path(folder) / "log.jsonl").read_text().splitlines()]
+    return sg.final_metrics(records, 3)["success"]
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--runs"] and len(argv) == 3 and "|" in argv[1]:
+        a, b = argv[1].split("|")
+        pairs = [(run_score(a.format(seed=s)), run_score(b.format(seed=s)))
+                 for s in argv[2].split(",")]
+        lines = [f"{a} / {b}: " + ", ".join(f"{x:.3f} / {y:.3f}" for x, y in pairs),
+                 interval_line(f"{a} - {b}, success", [x - y for x, y in pairs])]
+        print("\n".join(lines))
+        return lines
+    if len(argv) < 3 or any("|" not in pair for pair in argv[2:]):
+        raise SystemExit(__doc__)
+    seeds, key = pooled_seeds(argv[0]), argv[1]
+    lines = []
+    for pair in argv[2:]:
+        a, b = pair.split("|")
+        lines.append(interval_line(f"{a.strip()} - {b.strip()}, {key}",
+                                   [row(s, a)[key] - row(s, b)[key] for s in seeds]))
+    print("\n".join(lines))
+    return lines
+
+
+if __name__ == "__main__":
+    main()
