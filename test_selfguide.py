@@ -1112,6 +1112,90 @@ def test_first_minibatch_sees_ratio_one():
     assert torch.allclose(new[generated], batch.logprobs[generated], atol=1e-5)
 
 
+def test_guides_are_tempered_by_the_guide_temperature_in_the_rollout_and_the_update():
+    """Departure 7: guides sampled at --guide-temperature, moves at --temperature. The rollout's
+    stored log-probs are those of the tempered constrained distribution (and not the
+    untempered one at the guides); the first update's ratio is 1 and its KL to an identical
+    reference 0, so every pass tempers the guides alike."""
+    cfg = tiny_config(guide_temperature=0.3, temperature=1.0, kl_guide=0.1, update_epochs=1,
+                      minibatches=1)
+    policy = tiny_policy()
+    batch = sg.rollout(policy, list(range(16)), True, cfg, torch.Generator().manual_seed(0))
+    is_guide, is_action = batch.slots == sg.SLOT_GUIDE, batch.slots == sg.SLOT_ACTION
+    with torch.no_grad():
+        tempered = sg.token_logprobs(policy, batch.tokens, batch.slots, 1.0, 0.3)
+        untempered = sg.token_logprobs(policy, batch.tokens, batch.slots, 1.0)
+    assert torch.allclose(batch.logprobs, tempered, atol=1e-5)
+    assert not torch.allclose(batch.logprobs[is_guide], untempered[is_guide], atol=1e-2)
+    assert torch.allclose(batch.logprobs[is_action], untempered[is_action], atol=1e-5)
+    reference = sg.copy.deepcopy(policy)
+    state = sg.new_train_state(policy, cfg)
+    record = sg.grpo_iteration(policy, reference, cfg, state, 1)
+    assert record["approx_kl"] == pytest.approx(0.0, abs=1e-6)
+    assert record["kl_ref"] == pytest.approx(0.0, abs=1e-6)
+    assert record["clip_fraction"] == 0.0
+
+
+def test_iteration_advantages_for_every_setting_from_the_graded_pieces():
+    """lambda > 0, every combination of --internal-return, --credit, --guide-advantage and
+    --advantage, against the advantages put together by hand from the graded functions."""
+    import itertools
+    G, horizon = 2, 3
+    slots = torch.tensor([[0, 0, 1, 2, 0, 1, 2, 0, 1, 2]] * 3 + [[0, 0, 1, 2, 0, 1, 2, 0, 0, 0]])
+    batch = sg.Rollouts(
+        tokens=torch.zeros(4, 10, dtype=torch.long), slots=slots, logprobs=torch.zeros(4, 10),
+        guides=torch.tensor([[1, 0, 0], [1, 2, 0], [0, 0, 2], [1, 2, -1]]),
+        truths=torch.tensor([[-1, 0, 0], [-1, 2, 2], [-1, 0, 0], [-1, 2, -1]]),
+        revisits=torch.zeros(4, horizon, dtype=torch.bool),
+        env_return=torch.tensor([1.0, 0.0, 0.0, 0.0]), steps=torch.tensor([3, 3, 3, 2]),
+        optimal=torch.tensor([2, 2, 2, 2]))
+    trust = 0.5
+    for internal, credit, guide_adv, advantage in itertools.product(
+            ["sum", "mean"], ["trajectory", "step"], ["composite", "env", "none"],
+            ["grpo", "drgrpo"]):
+        cfg = tiny_config(variant="sg_gr", internal_return=internal, credit=credit,
+                          guide_advantage=guide_adv, advantage=advantage, group_size=G)
+        scale = advantage == "grpo"
+        rewards = sg.step_rewards(batch.guides, batch.truths)
+        if internal == "mean":
+            rewards = sg.length_neutral(rewards, batch.steps)
+        returns, _ = sg.composite_return(batch.env_return, rewards, trust)
+        env = sg.group_advantages(batch.env_return.view(-1, G), scale=scale).flatten()
+        if credit == "step":
+            action, guide = sg.step_credit(env, rewards, trust, G, scale)
+        else:
+            joint = sg.group_advantages(returns.view(-1, G), scale=scale).flatten()
+            action = guide = joint[:, None].expand(-1, horizon)
+        if guide_adv == "env":
+            guide = env[:, None].expand(-1, horizon)
+        elif guide_adv == "none":
+            guide = torch.zeros(4, horizon)
+        expected = sg.per_token(slots, action, guide)
+        got, got_returns = sg.iteration_advantages(batch, cfg, trust, 1)
+        setting = (internal, credit, guide_adv, advantage)
+        assert torch.allclose(got, expected, atol=1e-6), setting
+        assert torch.allclose(got_returns, returns), setting
+        assert got[slots == sg.SLOT_GUIDE].abs().sum() > 0 or guide_adv == "none", setting
+    # the settings matter: the mean guard and step credit change the advantages
+    base = dict(variant="sg_gr", group_size=G)
+    runs = {k: sg.iteration_advantages(batch, tiny_config(**base, **{k: v}), trust, 1)[0]
+            for k, v in [("internal_return", "sum"), ("credit", "trajectory"),
+                         ("advantage", "drgrpo")]}
+    default = sg.iteration_advantages(batch, tiny_config(**base), trust, 1)[0]
+    for name, other in runs.items():
+        assert not torch.allclose(default, other), name
+
+
+def test_sampled_evaluation_is_reproducible_and_seeded_by_the_run():
+    cfg = tiny_config(eval_tasks=24)
+    policy = tiny_policy()
+    once = sg.evaluate(policy, cfg, True, greedy=False, passes=2)
+    assert sg.evaluate(policy, cfg, True, greedy=False, passes=2) == once
+    others = [sg.evaluate(policy, tiny_config(eval_tasks=24, seed=s), True, greedy=False)
+              for s in (1, 2, 3)]
+    assert any(o != sg.evaluate(policy, cfg, True, greedy=False) for o in others)
+
+
 # --- selfguide: evaluation ---
 
 class ScriptedPolicy(torch.nn.Module):
@@ -1177,6 +1261,30 @@ def test_episode_metrics_on_hand_built_rollouts():
     assert metrics["guide_accuracy_revisit"] == 0.0  # the one revisit: (2, 0), wrong
     assert metrics["guide_accuracy_other"] == pytest.approx(1 / 2)
     assert metrics["looping_episodes"] == 0.5 and metrics["revisits"] == 0.5  # one, in episode 0
+
+
+def test_episode_metrics_say_none_where_a_figure_is_undefined():
+    """Nothing succeeded, nothing judged, nothing revisited: None (JSON null), never NaN."""
+    long = torch.zeros(2, 1, dtype=torch.long)
+    unjudged = sg.Rollouts(
+        tokens=long, slots=long, logprobs=torch.zeros(2, 1),
+        guides=torch.tensor([[0, -1], [2, -1]]), truths=torch.tensor([[-1, -1], [-1, -1]]),
+        revisits=torch.zeros(2, 2, dtype=torch.bool), env_return=torch.zeros(2),
+        steps=torch.tensor([1, 1]), optimal=torch.tensor([4, 4]))
+    metrics = sg.episode_metrics(unjudged)
+    for key in ("steps_over_optimal", "guide_accuracy", "guide_balanced_accuracy",
+                "guide_accuracy_revisit", "guide_accuracy_other"):
+        assert metrics[key] is None, key
+    assert (metrics["share_positive"], metrics["share_negative"]) == (0.5, 0.5)
+    assert (metrics["looping_episodes"], metrics["revisits"]) == (0.0, 0.0)
+    judged_no_revisit = sg.dataclasses.replace(unjudged, truths=torch.tensor([[0, -1], [0, -1]]))
+    metrics = sg.episode_metrics(judged_no_revisit)
+    assert metrics["guide_accuracy_revisit"] is None and metrics["guide_accuracy_other"] == 0.5
+    assert metrics["guide_balanced_accuracy"] == 0.5  # only "positive" moves: its recall alone
+    unguided = sg.dataclasses.replace(unjudged, guides=torch.full((2, 2), -1))
+    assert "share_positive" not in sg.episode_metrics(unguided)
+    assert not any(isinstance(v, float) and math.isnan(v)
+                   for m in (metrics, sg.episode_metrics(unguided)) for v in m.values())
 
 
 def test_final_score_is_the_mean_of_the_last_evaluations():

@@ -193,7 +193,8 @@ def test_trl_bridge_trains_with_selfguides_schedule_tasks_and_sampling(tmp_path,
     for key in ("success", "steps", "share_positive", "guide_balanced_accuracy"):
         assert records[0][key] == first[key], key
     from transformers import AutoModelForCausalLM
-    AutoModelForCausalLM.from_pretrained(tmp_path / "trl")
+    saved = AutoModelForCausalLM.from_pretrained(tmp_path / "trl")  # the trained policy, whole:
+    assert sg.evaluate(saved, cfg, True) == records[-1]["eval"]   # it scores its last evaluation
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -98,6 +98,47 @@ def test_paired_interval_matches_a_hand_computed_t_interval():
     assert math.isnan(compare.paired_interval([0.1])[1])
 
 
+def test_paired_interval_past_twenty_degrees_of_freedom_stays_near_the_t_table():
+    """Past df 20 the t quantile is 1.96 + 2.4 / df, within 0.01 of the table; at df 20 the
+    table itself (2.086), at df 21 the formula."""
+    table = {21: 2.080, 22: 2.074, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
+    for df, t975 in table.items():
+        differences = [(-1) ** k * 0.1 for k in range(df + 1)]
+        mean, spread = compare.mean_and_spread(differences)
+        _, half = compare.paired_interval(differences)
+        assert abs(half / (spread / math.sqrt(df + 1)) - t975) < 0.01, df
+    at_20 = [(-1) ** k * 0.1 for k in range(21)]
+    _, spread = compare.mean_and_spread(at_20)
+    assert compare.paired_interval(at_20)[1] == pytest.approx(2.086 * spread / math.sqrt(21))
+
+
+def test_compare_table_is_exact_markdown_for_one_seed_and_for_several():
+    seed = {"ReAct": {"final": {"success": 0.25}},
+            "GRPO": {"final": {"success": 0.5, "steps_over_optimal": 1.25,
+                               "share_positive": None}},
+            "GRPO w/ SG": {"final": {"success": 0.75, "steps_over_optimal": 1.5,
+                                     "guide_balanced_accuracy": 0.875, "share_positive": 0.625}}}
+    assert compare.compare_table([seed]) == "\n".join([
+        "| row | held-out success | steps / optimal | guide bal. acc. | positive guides |",
+        "|---|---|---|---|---|",
+        "| ReAct | 0.250 | - | - | - |",
+        "| GRPO | 0.500 | 1.25 | - | - |",
+        "| GRPO w/ SG | 0.750 | 1.50 | 0.875 | 0.62 |"])
+    other = json.loads(json.dumps(seed))
+    for row, value in [("ReAct", 0.35), ("GRPO", 0.4), ("GRPO w/ SG", 0.85)]:
+        other[row]["final"]["success"] = value
+    # GRPO w/ SG - GRPO: +0.25 and +0.45, sd 0.1414, half-width 12.706 x 0.1414 / sqrt(2)
+    assert compare.compare_table([seed, other]) == "\n".join([
+        "| row | held-out success | vs GRPO [95% CI] | vs GRPO w/ SG [95% CI] | steps / optimal "
+        "| guide bal. acc. | positive guides |",
+        "|---|---|---|---|---|---|---|",
+        "| ReAct | 0.300 ± 0.071 | -0.150 [-1.421, +1.121] | -0.500 [-0.500, -0.500] | - | - "
+        "| - |",
+        "| GRPO | 0.450 ± 0.071 | - | -0.350 [-1.621, +0.921] | 1.25 ± 0.00 | - | - |",
+        "| GRPO w/ SG | 0.800 ± 0.071 | +0.350 [-0.921, +1.621] | - | 1.50 ± 0.00 "
+        "| 0.875 ± 0.000 | 0.62 ± 0.00 |"])
+
+
 # --- trunk sharing: rows branch off the lambda = 0 prefix they share ---
 
 def test_branching_off_the_shared_prefix_equals_training_each_row_alone():
@@ -168,11 +209,11 @@ def test_an_interrupted_compare_resumes_to_the_table_of_an_uninterrupted_one(
 def test_a_different_command_on_the_same_compare_folder_is_refused(tmp_path):
     cache = ["--prior-cache", str(tmp_path / "priors")]
     out = ["--out", str(tmp_path / "c")]
-    compare.main(COMPARE_ARGS + cache + out + ["--iterations", "2"])
+    first = compare.main(COMPARE_ARGS + cache + out + ["--iterations", "2"])
     with pytest.raises(SystemExit, match=r"other settings \(--seeds 2 there, 3 now\)"):
         compare.main(COMPARE_ARGS + cache + out + ["--iterations", "2", "--seeds", "3"])
     again = compare.main(COMPARE_ARGS + cache + out + ["--iterations", "2", "--workers", "2"])
-    assert len(again) == 2  # --workers does not change a number: the same command
+    assert again == json.loads(json.dumps(first))  # --workers changes no number: same command
 
 
 def test_sigterm_stops_a_compare_that_the_same_command_then_finishes(tmp_path):
