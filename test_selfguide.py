@@ -367,6 +367,24 @@ def test_cue_reading_demonstrator_steps_back_after_a_negative_judgement():
     assert toy_env.demonstrator_action("negative", last_action="east", **args) in ("north",)
 
 
+def test_a_cornered_demonstrator_takes_an_open_move_even_onto_visited_cells():
+    """Every open neighbour visited (a dead end): the move is one of the open ones, never a
+    wall, whatever the guide and the random draw; with no open move at all, any move."""
+    import random
+    position = (3, 3)
+    visited = {position, (3, 2), (2, 3)}  # west and north are open but visited
+    for seed in range(50):
+        for guide in GUIDES:
+            for backtrack in (False, True):
+                move = toy_env.demonstrator_action(
+                    guide, position, (0, 0), "ES", None, visited, random.Random(seed),
+                    epsilon=0.0, backtrack=backtrack)
+                assert move in ("north", "west"), (seed, guide, backtrack)
+    boxed = {toy_env.demonstrator_action("neutral", position, (0, 0), "NESW", None, visited,
+                                         random.Random(seed), epsilon=0.0) for seed in range(50)}
+    assert boxed == set(ACTIONS)
+
+
 # --- selfguide: config and command line ---
 
 import json  # noqa: E402
