@@ -546,7 +546,6 @@ def sample_slot(logits, slot: int, allowed, temperature: float, greedy: bool, ge
     return choice, logp.gather(-1, choice[:, None]).squeeze(-1)
 
 
-@torch.no_grad()
 def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greedy=False,
             guide_policy=None) -> Rollouts:
     """Play one episode per task seed, all in one batch. A DynamicCache makes each step cost
@@ -579,6 +578,7 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greed
         logprobs = torch.zeros(tokens.shape, device=device) if logprobs is None else logprobs
         blocks.append((tokens, slots, torch.where(slots != SLOT_CONTEXT, logprobs, 0.0)))
 
+    @torch.no_grad()  # playing needs no gradients; the update recomputes what it trains
     def next_logits(new_tokens, slot):  # (n, W) at the last position; caches hold the rest
         logits = writable_logits(policy, new_tokens, cache)[:, -1]
         if guide_cache is None:
