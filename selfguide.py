@@ -1134,6 +1134,7 @@ def load_or_train_prior(cfg: Config, device):
     return policy
 
 
+# --- files that survive a kill: the cache, the run folder, checkpoints ---
 
 # Files are never half-written: each is written under a temporary name beside its target and
 # renamed onto it (a rename within a folder is atomic), so a run killed while saving, or a
