@@ -26,8 +26,8 @@ one word:
     at:3,5 goal:7,1 walls:NW dist:9
 
 The module also holds the imperfect demonstrator that gives a tiny model its "pretrained"
-prior (see DESIGN.md, "Stage 0"): it judges its own last step from what it can see and
-remember, says so in one word, and lets that judgement steer its next move. Without the cue
+prior (selfguide.py's Stage 0, departure 1): it judges its own last step from what it can see
+and remember, says so in one word, and lets that judgement steer its next move. Without the cue
 it judges by a Manhattan-distance heuristic; with the cue (or dist:K, which it compares with
 the last step's) it reads the truth but misjudges a share of its moves.
 
