@@ -107,7 +107,8 @@ ROWS = [  # (row, settings that differ from the run's own); the paper's table an
 ]
 CONTROL_ROWS = [  # --controls: what any internal reward can do here (controls, not methods)
     ("control: oracle reward for the guide's", {"variant": "sg_gr", "internal_reward": "oracle"}),
-    ("control: random reward, the guides' shares", {"variant": "sg_gr", "internal_reward": "random"}),
+    ("control: random reward, the guides' shares",
+     {"variant": "sg_gr", "internal_reward": "random"}),
     ("control: oracle reward, no guide slot", {"variant": "grpo", "internal_reward": "oracle"}),
 ]
 ORACLE_ROWS = [  # --rows oracle: can a perfect internal reward help GRPO here, and how credited?
@@ -158,6 +159,8 @@ def compare_rows(cfg: sg.Config, exp: Experiment) -> list:
         + (CONTROL_ROWS if exp.controls else []) + (GUARD_ROWS if exp.guards else [])
     return list(dict(rows).items())
 
+
+# --- trunk sharing: rows that agree while lambda = 0 train that prefix once ---
 
 def first_trusted_iteration(cfg: sg.Config) -> int:
     """The first iteration with lambda > 0 (cfg.iterations + 1 if none): up to it, a row
@@ -225,6 +228,8 @@ def train_rows(prior, configs: dict) -> dict:
     return results
 
 
+# --- work units: one seed's prompting rows, or one seed's rows of one trunk ---
+
 def unit_path(cfg: sg.Config, rows=None) -> Path:
     """Where a work unit saves its rows the moment it finishes: one seed's prompting
     rows (rows None), or one seed's rows that share a trunk (named after the first)."""
@@ -235,7 +240,7 @@ def unit_path(cfg: sg.Config, rows=None) -> Path:
 def compare_prior(cfg: sg.Config):
     """One seed's first unit: its own prior (cloned once and cached) and the two
     prompting rows, which are that prior evaluated without and with the guide slot."""
-    torch.set_num_threads(1)  # same numbers whatever --workers is; tiny models gain little from more
+    torch.set_num_threads(1)  # the same numbers whatever --workers is (tiny models gain little)
     sg.seed_everything(cfg.seed)
     prior = sg.load_or_train_prior(cfg, sg.pick_device(cfg.device))
     results = {"ReAct": {"final": sg.evaluate(prior, cfg, guided=False), "history": []},
@@ -249,7 +254,8 @@ def compare_trunk(cfg: sg.Config, rows):
     torch.set_num_threads(1)
     sg.seed_everything(cfg.seed)
     prior = sg.load_or_train_prior(cfg, sg.pick_device(cfg.device))
-    trained = train_rows(prior, {row: dataclasses.replace(cfg, **overrides) for row, overrides in rows})
+    trained = train_rows(prior, {row: dataclasses.replace(cfg, **overrides)
+                                 for row, overrides in rows})
     results = {}
     for row, (_, records) in trained.items():
         results[row] = {"final": sg.final_metrics(records, cfg.final_evals),
@@ -263,6 +269,8 @@ def compare_trunk(cfg: sg.Config, rows):
 def slug(row: str) -> str:
     return "-".join("".join(c if c.isalnum() else " " for c in row.lower()).split())
 
+
+# --- paired statistics and the table ---
 
 def mean_and_spread(values):
     """Mean and sample std of the values that are defined (not None)."""
@@ -357,6 +365,8 @@ def pearson(xs, ys) -> float | None:
     sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
     return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else None
 
+
+# --- the comparison: resumable, refused when another command owns the folder ---
 
 RESULT_FREE_SETTINGS = ("workers", "threads", "plot", "quick", "out")  # no number depends on these
 

@@ -105,8 +105,9 @@ def plot_co_evolution(folder: Path, figure_path: Path):
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.8), sharey=True)
 
     def mean_path(paths):  # [[(x, y), ...] per seed] -> mean x and mean y per point
-        return ([compare.mean_and_spread([p[k][0] for p in paths])[0] for k in range(len(paths[0]))],
-                [compare.mean_and_spread([p[k][1] for p in paths])[0] for k in range(len(paths[0]))])
+        points = range(len(paths[0]))
+        return ([compare.mean_and_spread([p[k][0] for p in paths])[0] for k in points],
+                [compare.mean_and_spread([p[k][1] for p in paths])[0] for k in points])
 
     def sampled(seed, row):  # (success, accuracy) per window of eval_every training iterations
         log = read_log(folder / f"seed{seed}-{compare.slug(row)}.jsonl")
