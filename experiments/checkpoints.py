@@ -17,11 +17,9 @@ over the seeds. Each seed is a work unit saved as it finishes, so a stopped run 
 """
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import json
-import os
 import signal
 import sys
 from dataclasses import dataclass
@@ -31,7 +29,6 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from tqdm.auto import tqdm  # noqa: E402
 
 import compare  # noqa: E402
 import selfguide as sg  # noqa: E402
@@ -54,21 +51,10 @@ class Experiment:
 
 
 def parse_args(argv=None) -> tuple[sg.Config, Experiment]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    sg.add_settings(parser, sg.Config)
-    sg.add_settings(parser, Experiment)
-    parser.set_defaults(out="runs/checkpoints")
-    values = vars(parser.parse_args(argv))
-    own = {f.name for f in dataclasses.fields(Experiment)}
-    try:
-        cfg = sg.Config(**{k: v for k, v in values.items() if k not in own})
-        exp = Experiment(**{k: v for k, v in values.items() if k in own})
-    except ValueError as error:
-        parser.error(str(error))
-    if cfg.variant != "sg_gr" or cfg.eval_only or cfg.init_from or cfg.show:
-        parser.error("the checkpoints are the full method's (--variant sg_gr), trained from "
-                     "the prior; --eval-only, --init-from and --show go with selfguide.py")
+    cfg, exp = compare.parse_settings(argv, Experiment, __doc__.split("\n\n")[0],
+                                      "runs/checkpoints")
+    if cfg.variant != "sg_gr":
+        raise SystemExit("error: the checkpoints are the full method's: --variant sg_gr")
     return cfg, exp
 
 
@@ -147,19 +133,7 @@ def main(argv=None):
     todo = [c for c in configs if not unit(c).exists()]
     previous_handler = signal.signal(signal.SIGTERM, sg.stop_like_ctrl_c)
     try:
-        if exp.workers > 1 and len(todo) > 1:
-            import multiprocessing
-            spawn = multiprocessing.get_context("spawn")
-            os.environ["TQDM_DISABLE"] = "1"  # as in compare.py: no interleaved bars
-            try:
-                with spawn.Pool(exp.workers, initializer=tqdm.set_lock,
-                                initargs=(spawn.RLock(),)) as pool:
-                    pool.map(run_seed, todo)
-            finally:
-                os.environ.pop("TQDM_DISABLE")
-        else:
-            for c in todo:
-                run_seed(c)
+        compare.run_units(exp.workers, (run_seed, [(c,) for c in todo]))
     except KeyboardInterrupt:
         print(f"\nstopped: {sum(unit(c).exists() for c in configs)} of {len(configs)} seeds "
               f"are saved in {out}; run the same command again to do the rest")

@@ -66,28 +66,35 @@ QUICK = {"seeds": 2, "workers": 2, "rows": "core"}
 ONE_RUN_ONLY = ("eval_only", "init_from", "show")  # selfguide.py's, for a single run
 
 
-def parse_args(argv=None) -> tuple[sg.Config, Experiment]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+def parse_settings(argv, own, description: str, out: str, preset=None):
+    """selfguide.py's settings (sg.Config) and an experiment's own (the dataclass `own`) from
+    one command line; the default --out is `out`; with --quick, `preset` changes defaults
+    (flags given explicitly still win). Bad values, and the settings of a single run, exit in
+    one usage line. Returns (cfg, the experiment's settings)."""
+    parser = argparse.ArgumentParser(description=description,
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     sg.add_settings(parser, sg.Config)
-    sg.add_settings(parser, Experiment)
-    parser.set_defaults(out="runs/compare")
+    sg.add_settings(parser, own)
+    parser.set_defaults(out=out)
     args = parser.parse_args(argv)
-    if args.quick:  # the preset changes defaults; flags given explicitly still win
-        parser.set_defaults(**QUICK)
+    if preset and args.quick:
+        parser.set_defaults(**preset)
         args = parser.parse_args(argv)
-    own = {f.name for f in dataclasses.fields(Experiment)}
-    values = vars(args)
+    names, values = {f.name for f in dataclasses.fields(own)}, vars(args)
     try:
-        cfg = sg.Config(**{k: v for k, v in values.items() if k not in own})
-        exp = Experiment(**{k: v for k, v in values.items() if k in own})
+        cfg = sg.Config(**{k: v for k, v in values.items() if k not in names})
+        exp = own(**{k: v for k, v in values.items() if k in names})
     except ValueError as error:
         parser.error(str(error))  # exits with a usage line, never a traceback
     given = [f"--{sg.flag(k)}" for k in ONE_RUN_ONLY if values[k]]
     if given:
-        parser.error(f"{', '.join(given)} goes with a single run of selfguide.py, not a "
-                     f"comparison")
+        parser.error(f"{', '.join(given)} goes with a single run of selfguide.py, not an "
+                     f"experiment of many")
     return cfg, exp
+
+
+def parse_args(argv=None) -> tuple[sg.Config, Experiment]:
+    return parse_settings(argv, Experiment, __doc__.split("\n\n")[0], "runs/compare", QUICK)
 
 
 def compare_folder(cfg: sg.Config) -> Path:
@@ -411,6 +418,27 @@ def compare_units(cfg: sg.Config, rows, configs) -> list:
     return [(c, groups[key]) for key in sorted(groups, key=work.get, reverse=True) for c in configs]
 
 
+def run_units(workers: int, *phases):
+    """Each phase (function, [args, ...]) in turn, its calls in order, or spread over `workers`
+    spawned processes: one tqdm lock for all of them (each making its own leaves semaphores
+    behind at exit), and no progress bars in the workers, whose bars would interleave (tqdm
+    reads TQDM_DISABLE when a spawned worker imports it)."""
+    if workers == 1 or sum(len(calls) for _, calls in phases) < 2:
+        for function, calls in phases:
+            for args in calls:
+                function(*args)
+        return
+    import multiprocessing
+    spawn = multiprocessing.get_context("spawn")
+    os.environ["TQDM_DISABLE"] = "1"
+    try:
+        with spawn.Pool(workers, initializer=tqdm.set_lock, initargs=(spawn.RLock(),)) as pool:
+            for function, calls in phases:
+                pool.starmap(function, calls)
+    finally:
+        os.environ.pop("TQDM_DISABLE")
+
+
 def run_compare(cfg: sg.Config, exp: Experiment):
     """Every row of the table for --seeds seeds, spread over --workers processes. Each work
     unit is saved under --out as it finishes, so an interrupted comparison (Ctrl-C, SIGTERM,
@@ -430,25 +458,8 @@ def run_compare(cfg: sg.Config, exp: Experiment):
               f"skipped; training the other {total - done}")
     start = time.perf_counter()
     try:
-        if exp.workers > 1 and len(prompting) + len(trunks) > 1:
-            import multiprocessing
-            spawn = multiprocessing.get_context("spawn")
-            # one tqdm lock for all workers: each making its own leaves semaphores behind at
-            # exit; and no progress bars in the workers, whose bars would interleave (tqdm
-            # reads TQDM_DISABLE when a spawned worker imports it)
-            os.environ["TQDM_DISABLE"] = "1"
-            try:
-                with spawn.Pool(exp.workers, initializer=tqdm.set_lock,
-                                initargs=(spawn.RLock(),)) as pool:
-                    pool.map(compare_prior, prompting)
-                    pool.starmap(compare_trunk, trunks)
-            finally:
-                os.environ.pop("TQDM_DISABLE")
-        else:
-            for c in prompting:
-                compare_prior(c)
-            for c, group in trunks:
-                compare_trunk(c, group)
+        run_units(exp.workers, (compare_prior, [(c,) for c in prompting]),
+                  (compare_trunk, trunks))
     except KeyboardInterrupt:
         saved = sum(unit_path(c).exists() for c in configs) + \
             sum(unit_path(c, group).exists() for c, group in units)

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "experiments")]
 
 import benchmark  # noqa: E402
+import checkpoints  # noqa: E402
 import compare  # noqa: E402
 import plots  # noqa: E402
 import selfguide as sg  # noqa: E402
@@ -253,6 +254,24 @@ def test_a_folder_started_by_selfguide_py_compare_resumes_here(tmp_path):
     compare.claim_compare_folder(tmp_path, cfg, exp)  # no SystemExit
     with pytest.raises(SystemExit, match=r"--iterations 3 there, 4 now"):
         compare.claim_compare_folder(tmp_path, sg.dataclasses.replace(cfg, iterations=4), exp)
+
+
+# --- the checkpoint experiment ---
+
+def test_checkpoints_steer_fixed_policies_and_the_run_is_selfguides_own(tmp_path, capsys):
+    cache = ["--prior-cache", str(tmp_path / "priors")]
+    per_seed = checkpoints.main(TINY_ARGS + cache + ["--seeds", "1", "--out", str(tmp_path / "k")])
+    seed = per_seed[0]
+    # a policy steered by its own guides is that policy playing alone
+    assert seed["steered"]["prior"][0] == seed["own"][0]
+    assert seed["steered"]["final"][-1] == seed["own"][-1]
+    assert len(seed["own"]) == len(checkpoints.FRACTIONS) == len(seed["steered"]["prior"])
+    # the checkpoints come from the very run `python selfguide.py` trains with these settings
+    rows = sg.main(TINY_ARGS + cache + ["--out", str(tmp_path / "run")])
+    assert rows[-1][1] == seed["final_metrics"]
+    table = (tmp_path / "k" / "checkpoints.md").read_text()
+    assert table.count("\n| final |") == 2 and table.count("\n| 25% |") == 2
+    assert "written to" in capsys.readouterr().out
 
 
 # --- figures (skipped without matplotlib) ---
