@@ -78,17 +78,16 @@ def first_trl_batch(bridge, cfg, trainer):
         [{"prompt": str(s)} for s in seeds for _ in range(cfg.group_size)])
 
 
-def rows_given_to_trl(trainer) -> sg.Rollouts:
+def rows_given_to_trl(bridge, trainer) -> sg.Rollouts:
     """The iteration's episodes in the order the bridge hands them to TRL (trainer.rows: the
     order of its minibatches, a permutation of the whole batch on one process)."""
-    return sg.Rollouts(*(getattr(trainer.episodes, f.name)[trainer.rows]
-                         for f in sg.dataclasses.fields(sg.Rollouts)))
+    return bridge.rows_of(trainer.episodes, trainer.rows)
 
 
 def test_trl_bridge_scores_the_rollouts_own_tokens_with_the_rollouts_log_probs(tmp_path):
     bridge, cfg, trainer = trl_trainer(tmp_path)
     scored = first_trl_batch(bridge, cfg, trainer)
-    batch = rows_given_to_trl(trainer)
+    batch = rows_given_to_trl(bridge, trainer)
     assert sorted(trainer.rows.tolist()) == list(range(len(trainer.episodes.tokens)))
     torch.testing.assert_close(torch.cat([scored["prompt_ids"], scored["completion_ids"]], 1),
                                batch.tokens, rtol=0, atol=0)
@@ -145,7 +144,7 @@ def test_trl_loss_and_gradients_equal_the_hand_rolled_loss_where_they_should_agr
     scored = first_trl_batch(bridge, cfg, trainer)
     moved(trainer)
     for (trl_loss, trl_grads), (ours, our_grads) in trl_and_selfguide_losses(
-            trainer, cfg, scored, rows_given_to_trl(trainer)):
+            trainer, cfg, scored, rows_given_to_trl(bridge, trainer)):
         torch.testing.assert_close(trl_loss, ours, atol=1e-6, rtol=1e-5)
         for a, b in zip(trl_grads, our_grads):
             torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
@@ -168,7 +167,7 @@ def test_trl_settings_that_are_not_selfguides_loss_give_another_loss(tmp_path, s
     differences = [max([abs(trl_loss - ours).item()] +
                        [(a - b).abs().max().item() for a, b in zip(trl_grads, our_grads)])
                    for (trl_loss, trl_grads), (ours, our_grads)
-                   in trl_and_selfguide_losses(trainer, cfg, scored, rows_given_to_trl(trainer))]
+                   in trl_and_selfguide_losses(trainer, cfg, scored, rows_given_to_trl(bridge, trainer))]
     assert max(differences) > 1e-4, (setting, differences)
 
 
@@ -220,7 +219,7 @@ def test_trl_own_group_advantage_is_besseled_and_its_environment_factory_refuses
     scored = GRPOTrainer._generate_and_score_completions(   # TRL's own, advantages not replaced
         trainer, [{"prompt": str(s)} for s in seeds for _ in range(cfg.group_size)])
     assert trainer.scale_rewards == "group"
-    given = rows_given_to_trl(trainer).env_return  # TRL groups G consecutive rows of these
+    given = rows_given_to_trl(bridge, trainer).env_return  # TRL groups G consecutive rows of these
     ours = sg.group_advantages(given.view(-1, cfg.group_size)).flatten()
     g = cfg.group_size
     torch.testing.assert_close(scored["advantages"], ours * math.sqrt((g - 1) / g),

@@ -143,6 +143,11 @@ def task_seeds(cfg: sg.Config) -> list:
     return [tasks.randrange(sg.TRAIN_SEED_RANGE) for _ in range(cfg.iterations * cfg.tasks_per_iter)]
 
 
+def rows_of(batch: sg.Rollouts, rows: torch.Tensor) -> sg.Rollouts:
+    """The episodes `rows` of a batch, in that order."""
+    return sg.Rollouts(*(getattr(batch, f.name)[rows] for f in dataclasses.fields(sg.Rollouts)))
+
+
 def make_rollout_func(cfg: sg.Config, device):
     """TRL's rollout_func: each prompt is a task seed; the episodes are played by selfguide's
     rollout. Prompt = [<bos>, <mode>], completion = the rest of the stream; env_mask is 1 on
@@ -165,8 +170,7 @@ def make_rollout_func(cfg: sg.Config, device):
         share = order.shape[1] // processes                           # rows of a minibatch here
         trainer.rows = order[:, rank * share:(rank + 1) * share].flatten().to(device)
         trainer.episodes = batch  # all of them: the advantages need whole groups
-        mine = sg.Rollouts(*(getattr(batch, f.name)[trainer.rows]
-                             for f in dataclasses.fields(sg.Rollouts)))
+        mine = rows_of(batch, trainer.rows)
         ends = [row.nonzero().max().item() + 1 for row in mine.slots != sg.SLOT_CONTEXT]
         guide_rewards = sg.step_rewards(mine.guides, mine.truths)                 # (n, T)
         return {"prompt_ids": [row[:2].tolist() for row in mine.tokens],
@@ -267,7 +271,8 @@ def make_trainer_class():
                 mask = mask * inputs["tool_mask"]
             local = mask.sum().float()
             total = self.accelerator.reduce(local.clone(), reduction="sum")
-            return loss * local.clamp(min=1.0) * self.accelerator.num_processes / total.clamp(min=1.0)
+            processes = self.accelerator.num_processes
+            return loss * local.clamp(min=1.0) * processes / total.clamp(min=1.0)
 
     return SelfGuideGRPOTrainer
 

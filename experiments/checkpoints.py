@@ -84,8 +84,7 @@ def unit(cfg: sg.Config) -> Path:
 
 def interval_cell(values, baseline) -> str:
     """Mean of the paired differences to `baseline` [95% t-interval]."""
-    mean, half = compare.paired_interval([v - b for v, b in zip(values, baseline)])
-    return f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]"
+    return compare.interval_text([v - b for v, b in zip(values, baseline)])
 
 
 def mean_cell(values, digits=3) -> str:

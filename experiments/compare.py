@@ -303,6 +303,12 @@ def paired_interval(differences) -> tuple[float, float]:
     return mean, t * spread / math.sqrt(n)
 
 
+def interval_text(differences) -> str:
+    """Paired differences as the tables print them: mean [95% t-interval]."""
+    mean, half = paired_interval(differences)
+    return f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]"
+
+
 def compare_table(per_seed: list[dict], baselines=("GRPO", "GRPO w/ SG")) -> str:
     """The paper's table on the toy: mean +- sample std over seeds, and each row's paired
     difference in success to each baseline row (same seed, same prior), mean [95%
@@ -325,9 +331,7 @@ def compare_table(per_seed: list[dict], baselines=("GRPO", "GRPO w/ SG")) -> str
         for k, baseline in enumerate(baselines):
             differences = [seed[row]["final"]["success"] - seed[baseline]["final"]["success"]
                            for seed in per_seed]
-            mean, half = paired_interval(differences)
-            cells.insert(1 + k, "-" if row == baseline else
-                         f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]")
+            cells.insert(1 + k, "-" if row == baseline else interval_text(differences))
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -37,8 +37,7 @@ def row(seed: dict, name: str) -> dict:
 
 
 def interval_line(name: str, differences: list) -> str:
-    mean, half = compare.paired_interval(differences)
-    return (f"{name}: {mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}], above on "
+    return (f"{name}: {compare.interval_text(differences)}, above on "
             f"{sum(d > 0 for d in differences)} of {len(differences)} seeds")
 
 
