@@ -1154,6 +1154,29 @@ def test_guides_are_tempered_by_the_guide_temperature_in_the_rollout_and_the_upd
     assert record["clip_fraction"] == 0.0
 
 
+def hand_advantages(batch: sg.Rollouts, cfg: sg.Config, trust: float):
+    """iteration_advantages put together by hand from the graded functions (step_rewards,
+    length_neutral, composite_return, group_advantages, step_credit, per_token): the
+    per-token advantages (N, L) and the composite returns (N,)."""
+    G, horizon = cfg.group_size, batch.guides.shape[1]
+    scale = cfg.advantage == "grpo"
+    rewards = sg.step_rewards(batch.guides, batch.truths)
+    if cfg.internal_return == "mean":
+        rewards = sg.length_neutral(rewards, batch.steps)
+    returns, _ = sg.composite_return(batch.env_return, rewards, trust)
+    env = sg.group_advantages(batch.env_return.view(-1, G), scale=scale).flatten()
+    if cfg.credit == "step":
+        action, guide = sg.step_credit(env, rewards, trust, G, scale)
+    else:
+        joint = sg.group_advantages(returns.view(-1, G), scale=scale).flatten()
+        action = guide = joint[:, None].expand(-1, horizon)
+    if cfg.guide_advantage == "env":
+        guide = env[:, None].expand(-1, horizon)
+    elif cfg.guide_advantage == "none":
+        guide = torch.zeros(len(env), horizon)
+    return sg.per_token(batch.slots, action, guide), returns
+
+
 def test_iteration_advantages_for_every_setting_from_the_graded_pieces():
     """lambda > 0, every combination of --internal-return, --credit, --guide-advantage and
     --advantage, against the advantages put together by hand from the graded functions."""
@@ -1173,22 +1196,7 @@ def test_iteration_advantages_for_every_setting_from_the_graded_pieces():
             ["grpo", "drgrpo"]):
         cfg = tiny_config(variant="sg_gr", internal_return=internal, credit=credit,
                           guide_advantage=guide_adv, advantage=advantage, group_size=G)
-        scale = advantage == "grpo"
-        rewards = sg.step_rewards(batch.guides, batch.truths)
-        if internal == "mean":
-            rewards = sg.length_neutral(rewards, batch.steps)
-        returns, _ = sg.composite_return(batch.env_return, rewards, trust)
-        env = sg.group_advantages(batch.env_return.view(-1, G), scale=scale).flatten()
-        if credit == "step":
-            action, guide = sg.step_credit(env, rewards, trust, G, scale)
-        else:
-            joint = sg.group_advantages(returns.view(-1, G), scale=scale).flatten()
-            action = guide = joint[:, None].expand(-1, horizon)
-        if guide_adv == "env":
-            guide = env[:, None].expand(-1, horizon)
-        elif guide_adv == "none":
-            guide = torch.zeros(4, horizon)
-        expected = sg.per_token(slots, action, guide)
+        expected, returns = hand_advantages(batch, cfg, trust)
         got, got_returns = sg.iteration_advantages(batch, cfg, trust, 1)
         setting = (internal, credit, guide_adv, advantage)
         assert torch.allclose(got, expected, atol=1e-6), setting

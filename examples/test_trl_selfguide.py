@@ -99,10 +99,27 @@ def test_trl_bridge_scores_the_rollouts_own_tokens_with_the_rollouts_log_probs(t
     torch.testing.assert_close(scored["ref_per_token_logps"],
                                sg.token_logprobs(prior, batch.tokens, batch.slots)[:, 2:],
                                atol=1e-6, rtol=0)
-    advantages, _ = sg.iteration_advantages(trainer.episodes, cfg, sg.trust_at(cfg, 1), 1)
-    torch.testing.assert_close(scored["advantages"], advantages[trainer.rows, 2:])
     lengths = generated.sum(1)
     assert lengths.min() < lengths.max()  # some episodes end early: the token means can differ
+
+
+def test_trl_bridge_hands_trl_the_advantages_built_by_hand_in_its_row_order(tmp_path):
+    """lambda > 0 from the first iteration and a composite guide advantage, so both the
+    moves' and the guides' advantages carry the internal reward: TRL's advantages, row by row
+    in the order the bridge hands the rows over, equal those put together by hand from the
+    graded pieces over the whole batch's groups."""
+    from test_selfguide import hand_advantages
+    bridge, cfg, trainer = trl_trainer(tmp_path, schedule="immediate",
+                                       guide_advantage="composite", credit="trajectory")
+    scored = first_trl_batch(bridge, cfg, trainer)
+    trust = sg.trust_at(cfg, 1)
+    expected, _ = hand_advantages(trainer.episodes, cfg, trust)
+    assert trust > 0 and expected.abs().sum() > 0
+    assert not torch.equal(trainer.rows, torch.arange(len(trainer.rows)))  # really reordered
+    torch.testing.assert_close(scored["advantages"], expected[trainer.rows, 2:], atol=1e-6,
+                               rtol=0)
+    guides = rows_given_to_trl(bridge, trainer).slots[:, 2:] == sg.SLOT_GUIDE
+    assert scored["advantages"][guides].abs().sum() > 0
 
 
 def moved(trainer, seed=1, scale=0.1):
