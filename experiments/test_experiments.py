@@ -276,26 +276,156 @@ def test_checkpoints_steer_fixed_policies_and_the_run_is_selfguides_own(tmp_path
 
 # --- figures (skipped without matplotlib) ---
 
-def test_plot_of_a_comparison_draws_its_figures_into_its_folder(tmp_path):
+def drawn(monkeypatch) -> dict:
+    """Each figure the plots save, by file name, kept for its drawn data (still written)."""
+    import matplotlib.figure
+    figures, save = {}, matplotlib.figure.Figure.savefig
+
+    def keep(figure, path, *args, **kwargs):
+        figures[Path(path).name] = figure
+        return save(figure, path, *args, **kwargs)
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep)
+    return figures
+
+
+def labelled_lines(figure) -> dict:
+    """{label: (x, y)} of a figure's labelled lines, over all its axes."""
+    return {line.get_label(): (list(line.get_xdata()), list(line.get_ydata()))
+            for axis in figure.axes for line in axis.get_lines()
+            if not line.get_label().startswith("_")}
+
+
+def test_plot_of_a_comparison_draws_its_figures_into_its_folder(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
+    figures = drawn(monkeypatch)
     out = tmp_path / "c"
     per_seed = compare.main(COMPARE_ARGS + ["--cue", "--cue-misjudge", "revisit", "--plot", "--out",
                                        str(out), "--prior-cache", str(tmp_path / "priors")])
     assert "guide_accuracy_revisit" in per_seed[0]["GRPO w/ SG"]["final"]
-    for figure in ("compare.png", "co-evolution.png"):
-        assert (out / figure).stat().st_size > 10_000
+    assert sorted(figures) == ["co-evolution.png", "compare.png"]
+    for name in figures:
+        assert (out / name).stat().st_size > 10_000
 
 
-def test_plot_of_a_single_run_draws_its_log_even_cut_short(tmp_path, capsys):
+def synthetic_comparison(folder: Path, seeds=(0, 1, 2), evals=(2, 4, 6), eval_every=2):
+    """A compare.json and the rows' logs with every number different (drawn at random), so
+    a figure that draws the wrong row, seed, iteration or baseline is seen. The accuracy is on
+    the revisits (--cue-misjudge revisit), undefined (None) at some points as it can be."""
+    import random
+    rng = random.Random(0)
+    value = lambda: round(rng.random(), 4)  # noqa: E731
+    key = "guide_accuracy_revisit"
+    per_seed = []
+    for seed in seeds:
+        rows = {}
+        for row in ("ReAct", "ReAct w/ SG", "GRPO", "GRPO w/ SG", "GRPO w/ SG & GR"):
+            guided = "SG" in row
+            metrics = lambda: {"success": value(), **({k: value() for k in (  # noqa: E731
+                key, "guide_balanced_accuracy", "share_positive")} if guided else {})}
+            rows[row] = {"final": metrics(), "trust": [value() for _ in range(evals[-1])],
+                         "history": [(i, metrics()) for i in evals] if "GRPO" in row else []}
+            if "GRPO" in row:
+                log = [{"iteration": i, "success": value(), key: value()}
+                       for i in range(1, evals[-1] + 1)]
+                log[1][key] = None  # the window of iterations 1-2 has one defined value
+                (folder / f"seed{seed}-{compare.slug(row)}.jsonl").write_text(
+                    "".join(json.dumps(r) + "\n" for r in log))
+        if seed == seeds[0]:  # the mean over seeds at iteration 2 is over the other seeds
+            rows["GRPO w/ SG"]["history"][0][1][key] = None
+        per_seed.append(rows)
+    config = {"size": 5, "min_distance": 4, "max_steps": 8, "cue": True, "dist": False,
+              "cue_misjudge": "revisit", "eval_every": eval_every}
+    (folder / "compare.json").write_text(json.dumps(
+        {"config": config, "seeds": list(seeds), "per_seed": per_seed}))
+    return json.loads((folder / "compare.json").read_text())["per_seed"], key
+
+
+def mean_of_defined(values):
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values)
+
+
+def test_plot_of_a_comparison_draws_its_own_numbers(tmp_path, monkeypatch):
+    """compare.png: each row's success minus GRPO's on the same seed, mean over seeds, from
+    the prior (iteration 0: ReAct w/ SG minus ReAct) to the end. co-evolution.png: each
+    guided row's mean path through (success, guide accuracy), held-out from the prior on,
+    and in training as means over windows of --eval-every iterations of its log."""
+    pytest.importorskip("matplotlib")
+    figures = drawn(monkeypatch)
+    per_seed, key = synthetic_comparison(tmp_path)
+    mean = mean_of_defined
+    plots.main([str(tmp_path)])
+    lines = labelled_lines(figures["compare.png"])
+    for row in ("GRPO w/ SG", "GRPO w/ SG & GR"):
+        x, y = lines[row]
+        assert x == [0, 2, 4, 6]
+        start = mean([s["ReAct w/ SG"]["final"]["success"] - s["ReAct"]["final"]["success"]
+                      for s in per_seed])
+        gains = [mean([s[row]["history"][k][1]["success"] - s["GRPO"]["history"][k][1]["success"]
+                       for s in per_seed]) for k in range(3)]
+        assert y == pytest.approx([start] + gains)
+    assert lines["GRPO (the zero line)"][1] == [0, 0]
+    bottom = figures["compare.png"].axes[1].get_lines()  # per row: accuracy, positive share
+    for k, (row, metric) in enumerate([(r, m) for r in ("GRPO w/ SG", "GRPO w/ SG & GR")
+                                       for m in ("guide_balanced_accuracy", "share_positive")]):
+        assert list(bottom[k].get_ydata()) == pytest.approx(
+            [mean([s["ReAct w/ SG"]["final"][metric] for s in per_seed])] +
+            [mean([s[row]["history"][j][1][metric] for s in per_seed]) for j in range(3)])
+    held_out, sampled = figures["co-evolution.png"].axes[:2]
+    for row in ("GRPO w/ SG", "GRPO w/ SG & GR"):
+        path = {line.get_label(): line for line in held_out.get_lines()}[row]
+        points = [[(s["ReAct w/ SG"]["final"]["success"], s["ReAct w/ SG"]["final"][key])] +
+                  [(m["success"], m[key]) for _, m in s[row]["history"]] for s in per_seed]
+        assert list(path.get_xdata()) == pytest.approx([mean([p[k][0] for p in points])
+                                                        for k in range(4)])
+        assert list(path.get_ydata()) == pytest.approx([mean([p[k][1] for p in points])
+                                                        for k in range(4)])
+        trained = {line.get_label(): line for line in sampled.get_lines()}[row]
+        logs = [plots.read_log(tmp_path / f"seed{seed}-{compare.slug(row)}.jsonl")
+                for seed in (0, 1, 2)]
+        windows = [[(mean([r["success"] for r in log[i:i + 2]]),
+                     mean([r[key] for r in log[i:i + 2]])) for i in (0, 2, 4)] for log in logs]
+        assert list(trained.get_xdata()) == pytest.approx(
+            [mean([w[k][0] for w in windows]) for k in range(3)])
+        assert list(trained.get_ydata()) == pytest.approx(
+            [mean([w[k][1] for w in windows]) for k in range(3)])
+
+
+def test_plot_of_a_single_run_draws_its_log_even_cut_short(tmp_path, capsys, monkeypatch):
+    """curves.png: the training rollouts' success and the held-out evaluations' success, guide
+    shares and balanced accuracy at their own iterations; a line cut short is left out."""
+    import random
+    pytest.importorskip("matplotlib")
+    figures = drawn(monkeypatch)
+    rng = random.Random(1)
+    keys = ("success", "share_positive", "share_neutral", "share_negative",
+            "guide_balanced_accuracy")
+    records = [{"iteration": i, "trust": rng.random(), **{k: rng.random() for k in keys},
+                **({"eval": {k: rng.random() for k in keys}} if i % 2 == 0 else {})}
+               for i in range(1, 8)]
+    (tmp_path / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) +
+                                        '{"iteration": 8, "tru')  # a run killed mid-line
+    plots.main([str(tmp_path)])
+    captured = capsys.readouterr()
+    assert (tmp_path / "curves.png").stat().st_size > 10_000
+    assert "line 8 is cut short" in captured.err and "Traceback" not in captured.err
+    lines = labelled_lines(figures["curves.png"])
+    assert lines["training rollouts (sampled)"] == (list(range(1, 8)),
+                                                    [r["success"] for r in records])
+    evals = [r for r in records if "eval" in r]
+    assert lines["held-out (greedy)"] == ([2, 4, 6], [r["eval"]["success"] for r in evals])
+    for label, key in [("balanced accuracy", "guide_balanced_accuracy"),
+                       ("share positive", "share_positive"), ("share neutral", "share_neutral"),
+                       ("share negative", "share_negative")]:
+        assert lines[label] == ([2, 4, 6], [r["eval"][key] for r in evals])
+
+
+def test_plot_of_a_real_run_reads_the_log_it_wrote(tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "run"
     sg.main(TINY_ARGS + ["--out", str(out), "--prior-cache", str(tmp_path / "p")])
-    with open(out / "log.jsonl", "a") as log:
-        log.write('{"iteration": 4, "tru')  # a run killed mid-line
-    plots.main([str(out)])
-    captured = capsys.readouterr()
+    assert plots.main([str(out)]) == out / "curves.png"
     assert (out / "curves.png").stat().st_size > 10_000
-    assert "line 4 is cut short" in captured.err and "Traceback" not in captured.err
 
 
 def test_plot_without_matplotlib_says_how_to_get_it(tmp_path, monkeypatch):
