@@ -796,7 +796,8 @@ def per_token(slots, action_advantages, guide_advantages):
 def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: int):
     """Each generated token's advantage for one iteration's rollouts: internal rewards r_t,
     R = R_env + lambda * internal return per group, and the advantages of --credit and
-    --guide-advantage. Returns (token advantages (N, L), composite returns (N,))."""
+    --guide-advantage. Returns (token advantages (N, L), composite returns (N,)). The random
+    control draws from a generator seeded by seed x 10^6 + iteration, its own each iteration."""
     control = torch.Generator(device=batch.guides.device).manual_seed(cfg.seed * 10**6 + iteration)
     rewards = step_rewards(batch.guides, batch.truths, cfg.internal_reward, control)      # (N, T)
     if cfg.internal_return == "mean":
@@ -872,7 +873,7 @@ def grpo_update(policy, optimizer, rollouts: Rollouts, token_advantages, referen
     exact rollout policy (ratio 1), later ones a moved one, so the clip acts."""
     stats = []
     for _ in range(cfg.update_epochs):
-        order = torch.randperm(len(rollouts.tokens), generator=generator)
+        order = torch.randperm(len(rollouts.tokens), generator=generator, device=generator.device)
         for batch in order.chunk(cfg.minibatches):
             batch = batch.to(rollouts.tokens.device)
             new_logprobs = token_logprobs(policy, rollouts.tokens[batch], rollouts.slots[batch],

@@ -157,6 +157,7 @@ def test_reward_terminated_and_truncated_semantics():
                       if distance.get((r + dr, c + dc), 10**9) == distance[(r, c)] - 1)
         _, reward, terminated, truncated, info = env.step(action)
     assert (reward, terminated, truncated, info["success"]) == (1.0, True, False, True)
+    assert info["steps"] == info["optimal_steps"] and info["position"] == info["goal"]
     # a walk that never arrives is truncated after max_steps, with reward 0 throughout
     env = GridWorld(max_steps=5)
     env.reset(seed=4)
@@ -221,6 +222,28 @@ def test_demonstrator_guide_uses_only_what_it_can_see():
     assert toy_env.demonstrator_guide((2, 3), (3, 3), {(2, 3)}, goal) == "negative"
     assert toy_env.demonstrator_guide((2, 3), (3, 3), set(), goal) == "positive"
     assert toy_env.demonstrator_guide((4, 3), (3, 3), set(), goal) == "negative"
+
+
+def test_demonstrators_measure_the_manhattan_distance_by_row_and_by_column():
+    """The goal at (0, 4), a row apart from its column: from (2, 2) north and east bring it
+    closer (3 steps left), south and west take it away (5)."""
+    import random
+    goal = (0, 4)
+    assert toy_env.demonstrator_guide((1, 2), (2, 2), set(), goal) == "positive"
+    assert toy_env.demonstrator_guide((3, 2), (2, 2), set(), goal) == "negative"
+    picks = {toy_env.demonstrator_action("neutral", (2, 2), goal, "", None, {(2, 2)},
+                                         random.Random(seed), epsilon=0.0) for seed in range(20)}
+    assert picks == {"north", "east"}
+
+
+def test_cue_reading_guide_calls_the_start_and_a_bump_neutral_and_needs_no_revisit_flag():
+    import random
+    rng = random.Random(0)
+    for cue in ("start", "same"):
+        assert toy_env.cue_guide(cue, rng, noise=0.0, revisited=True,
+                                 misjudge="revisit") == "neutral"
+    assert toy_env.cue_guide("warmer", rng, noise=0.0, misjudge="revisit") == "positive"
+    assert toy_env.cue_guide("colder", rng, noise=0.0) == "negative"
 
 
 def test_demonstrator_action_reacts_to_its_guide():
@@ -686,8 +709,9 @@ def test_rollout_replays_in_the_environment():
     """The actions in the token stream, replayed in a fresh env, give the recorded outcome,
     and each guide's truth is the true progress of the move before it."""
     cfg = tiny_config(max_steps=10)
-    seeds = list(range(10))
+    seeds = list(range(24))
     batch = sg.rollout(tiny_policy(max_steps=10), seeds, True, cfg, torch.Generator().manual_seed(3))
+    assert batch.steps.min() < batch.steps.max()  # some end early: the columns past the end
     for i, seed in enumerate(seeds):
         env = sg.make_env(cfg)
         positions = [env.reset(seed=seed)[1]["position"]]
@@ -705,8 +729,56 @@ def test_rollout_replays_in_the_environment():
         assert steps == batch.steps[i] and reward == batch.env_return[i]
         assert batch.truths[i, :steps].tolist() == truths[:steps]
         assert batch.revisits[i, :steps].tolist() == revisits[:steps]
-        assert not batch.revisits[i, steps:].any()
+        assert not batch.revisits[i, steps:].any() and (batch.truths[i, steps:] == -1).all()
         assert (batch.guides[i, steps:] == -1).all() and (batch.guides[i, :steps] >= 0).all()
+
+
+@pytest.mark.parametrize("guided", [True, False])
+def test_each_stream_opens_with_its_format_word_and_an_unguided_one_holds_no_guide(guided):
+    cfg = tiny_config()
+    batch = sg.rollout(tiny_policy(), list(range(6)), guided, cfg, torch.Generator().manual_seed(0))
+    opening = [sg.BOS, sg.GUIDED if guided else sg.UNGUIDED]
+    assert batch.tokens[:, :2].tolist() == [opening] * 6
+    assert (batch.guides >= 0).any() == guided and (batch.guides >= -1).all()
+
+
+def test_columns_after_the_last_step_played_hold_no_guide_truth_or_revisit(monkeypatch):
+    """Every episode ends after 3 moves (the environment's limit) in a horizon of 8: the
+    rollout stops there, and the 5 columns it never reached read "none" (-1, False)."""
+    cfg = tiny_config(max_steps=8)
+    monkeypatch.setattr(sg, "make_env", lambda c: toy_env.GridWorld(
+        c.size, c.wall_prob, c.min_distance, max_steps=3, cue=c.cue))
+    batch = sg.rollout(tiny_policy(max_steps=8), list(range(6)), True, cfg,
+                       torch.Generator().manual_seed(0))
+    assert batch.steps.tolist() == [3] * 6 and batch.guides.shape == (6, 8)
+    assert (batch.guides[:, :3] >= 0).all() and (batch.guides[:, 3:] == -1).all()
+    assert (batch.truths[:, 1:3] >= 0).all() and (batch.truths[:, 3:] == -1).all()
+    assert not batch.revisits[:, 3:].any()
+
+
+def test_every_tensor_the_method_makes_is_on_the_policys_device(monkeypatch):
+    """A CPU stand-in for a CUDA run: with PyTorch's default device set to "meta" (tensors
+    without data), a tensor made without naming the policy's device lands on meta and the
+    first operation mixing it with the policy's fails. A guided rollout with a second guide
+    model, an evaluation, the advantages of each internal reward and a GRPO iteration with
+    both KL terms all run, and give their results on the policy's device (the CPU)."""
+    cfg = tiny_config(variant="sg_gr", schedule="immediate", kl_guide=0.1, kl_action=0.1)
+    policy, reference, guide_policy = tiny_policy(), tiny_policy(), tiny_policy(seed=1)
+    state = sg.new_train_state(policy, cfg)
+    torch.set_default_device("meta")
+    try:
+        batch = sg.rollout(policy, list(range(8)), True, cfg, torch.Generator().manual_seed(0),
+                           guide_policy=guide_policy)
+        metrics = sg.evaluate(policy, cfg, True, greedy=False)
+        advantages = [sg.iteration_advantages(
+            batch, sg.dataclasses.replace(cfg, internal_reward=source), 0.5, 1)
+            for source in ("guide", "oracle", "random")]
+        record = sg.grpo_iteration(policy, reference, cfg, state, 1)
+    finally:
+        torch.set_default_device(None)
+    assert {t.device.type for t in vars(batch).values()} == {"cpu"}
+    assert {t.device.type for pair in advantages for t in pair} == {"cpu"}
+    assert 0 <= metrics["success"] <= 1 and math.isfinite(record["kl_ref"])
 
 
 def test_same_seed_gives_identical_rollouts_and_greedy_ignores_the_generator():
@@ -1154,13 +1226,15 @@ def test_guides_are_tempered_by_the_guide_temperature_in_the_rollout_and_the_upd
     assert record["clip_fraction"] == 0.0
 
 
-def hand_advantages(batch: sg.Rollouts, cfg: sg.Config, trust: float):
+def hand_advantages(batch: sg.Rollouts, cfg: sg.Config, trust: float, iteration: int = 1):
     """iteration_advantages put together by hand from the graded functions (step_rewards,
     length_neutral, composite_return, group_advantages, step_credit, per_token): the
-    per-token advantages (N, L) and the composite returns (N,)."""
+    per-token advantages (N, L) and the composite returns (N,). The random control draws
+    from a generator seeded by seed x 10^6 + iteration, as iteration_advantages says."""
     G, horizon = cfg.group_size, batch.guides.shape[1]
     scale = cfg.advantage == "grpo"
-    rewards = sg.step_rewards(batch.guides, batch.truths)
+    control = torch.Generator().manual_seed(cfg.seed * 10**6 + iteration)
+    rewards = sg.step_rewards(batch.guides, batch.truths, cfg.internal_reward, control)
     if cfg.internal_return == "mean":
         rewards = sg.length_neutral(rewards, batch.steps)
     returns, _ = sg.composite_return(batch.env_return, rewards, trust)
@@ -1202,6 +1276,12 @@ def test_iteration_advantages_for_every_setting_from_the_graded_pieces():
         assert torch.allclose(got, expected, atol=1e-6), setting
         assert torch.allclose(got_returns, returns), setting
         assert got[slots == sg.SLOT_GUIDE].abs().sum() > 0 or guide_adv == "none", setting
+    for source in ("oracle", "random"):  # the controls, seeded by the run and the iteration
+        cfg = tiny_config(variant="sg_gr", internal_reward=source, group_size=G, seed=3)
+        got = sg.iteration_advantages(batch, cfg, trust, 2)[0]
+        assert torch.allclose(got, hand_advantages(batch, cfg, trust, 2)[0], atol=1e-6), source
+        assert not torch.allclose(got, hand_advantages(
+            batch, sg.dataclasses.replace(cfg, internal_reward="guide"), trust, 2)[0]), source
     # the settings matter: the mean guard and step credit change the advantages
     base = dict(variant="sg_gr", group_size=G)
     runs = {k: sg.iteration_advantages(batch, tiny_config(**base, **{k: v}), trust, 1)[0]
@@ -1241,6 +1321,29 @@ class ScriptedPolicy(torch.nn.Module):
     def transformer(self, input_ids, cache=None, use_cache=None):
         hidden = torch.ones(*input_ids.shape, 1)
         return sg.dataclasses.make_dataclass("Out", ["last_hidden_state"])(hidden)
+
+
+def test_evaluation_plays_the_held_out_tasks_once_greedily_unless_told():
+    """By default one greedy pass over the held-out seeds (whatever the run's seed); sampled,
+    one pass from a generator seeded by the run; with a guide model, its guides."""
+    cfg = tiny_config(eval_tasks=12)
+    policy = tiny_policy()
+    seeds = [sg.EVAL_SEED_BASE + i for i in range(12)]
+
+    def played(**kwargs):
+        return sg.episode_metrics(sg.rollout(policy, seeds, True, cfg,
+                                             torch.Generator().manual_seed(cfg.seed), **kwargs))
+    greedy = sg.evaluate(policy, cfg, True)
+    assert greedy == played(greedy=True)
+    assert sg.evaluate(policy, tiny_config(eval_tasks=12, seed=7), True) == greedy
+    assert sg.evaluate(policy, cfg, True, batch_size=5) == greedy
+    sampled = sg.evaluate(policy, cfg, True, greedy=False)
+    assert sampled == played(greedy=False) != greedy
+    assert sg.evaluate(policy, cfg, True, greedy=False, passes=2) != sampled
+    judge = ScriptedPolicy("negative", "north")
+    judged = sg.evaluate(policy, cfg, True, guide_policy=judge)
+    assert judged == played(greedy=True, guide_policy=judge) and judged["share_negative"] == 1.0
+    assert greedy["share_negative"] < 1.0
 
 
 def test_evaluation_of_a_scripted_policy_matches_a_hand_replay():

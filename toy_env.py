@@ -222,12 +222,6 @@ class GridWorld:
         info = self._info(progress=progress, bumped=bumped, revisited=revisited)
         return self._observe(), float(terminated), terminated, truncated, info
 
-    def blocked(self, cell=None) -> str:
-        """Letters (of NESW) of the directions in which `cell` (default: the agent's) is walled."""
-        r, c = self._position if cell is None else cell
-        return "".join(letter for letter, (dr, dc) in zip("NESW", MOVES.values())
-                       if (r + dr, c + dc) not in self._open)
-
     def _observe(self) -> str:
         words = [_cell_word("at", *self._position), _cell_word("goal", *self._goal),
                  _walls_word(self._walls[self._position])]
