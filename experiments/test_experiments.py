@@ -89,6 +89,11 @@ def test_co_evolution_reports_the_captured_share_and_the_accuracy_trend():
     assert "0.500 (prior) -> 0.600" in lines[1] and "+0.00" in lines[1]  # r = +1 and -1
     assert compare.pearson([1, 2, 3], [2, 4, 7]) == pytest.approx(0.9934, abs=1e-4)
     assert compare.pearson([1, 1, 1], [2, 4, 7]) is None
+    assert compare.pearson([2, 4, 7], [1, 1, 1]) is None  # either list constant
+    assert compare.pearson([1, None, 3], [2, 4, 7]) is None  # a None in either list
+    assert compare.pearson([1, 2, 3], [2, None, 7]) is None
+    assert compare.pearson([1, 2], [5, 3]) == pytest.approx(-1.0)  # two points: a line
+    assert compare.pearson([1], [5]) is None
 
 
 def test_paired_interval_matches_a_hand_computed_t_interval():
