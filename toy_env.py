@@ -340,7 +340,9 @@ def demonstrator_action(guide, position, goal, blocked, last_action, visited, rn
         return last_action
     if not fresh:
         return rng.choice(open_moves) if open_moves else rng.choice(ACTIONS)
-    manhattan = lambda a: abs(neighbour[a][0] - goal[0]) + abs(neighbour[a][1] - goal[1])  # noqa: E731
+
+    def manhattan(a):  # the neighbour's distance to the goal, walls ignored
+        return abs(neighbour[a][0] - goal[0]) + abs(neighbour[a][1] - goal[1])
     best = min(manhattan(a) for a in fresh)
     return rng.choice([a for a in fresh if manhattan(a) == best])
 
