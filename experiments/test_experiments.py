@@ -22,6 +22,7 @@ import plots  # noqa: E402
 import selfguide as sg  # noqa: E402
 from test_selfguide import TINY_ARGS, tiny_config  # noqa: E402
 
+MATPLOTLIB = "the figures' tests need the optional matplotlib: pip install matplotlib"
 COMPARE_ARGS = TINY_ARGS + ["--rows", "core", "--seeds", "2", "--workers", "1"]
 
 
@@ -301,7 +302,7 @@ def labelled_lines(figure) -> dict:
 
 
 def test_plot_of_a_comparison_draws_its_figures_into_its_folder(tmp_path, monkeypatch):
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason=MATPLOTLIB)
     figures = drawn(monkeypatch)
     out = tmp_path / "c"
     per_seed = compare.main(COMPARE_ARGS + ["--cue", "--cue-misjudge", "revisit", "--plot", "--out",
@@ -355,7 +356,7 @@ def test_plot_of_a_comparison_draws_its_own_numbers(tmp_path, monkeypatch):
     the prior (iteration 0: ReAct w/ SG minus ReAct) to the end. co-evolution.png: each
     guided row's mean path through (success, guide accuracy), held-out from the prior on,
     and in training as means over windows of --eval-every iterations of its log."""
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason=MATPLOTLIB)
     figures = drawn(monkeypatch)
     per_seed, key = synthetic_comparison(tmp_path)
     mean = mean_of_defined
@@ -400,7 +401,7 @@ def test_plot_of_a_single_run_draws_its_log_even_cut_short(tmp_path, capsys, mon
     """curves.png: the training rollouts' success and the held-out evaluations' success, guide
     shares and balanced accuracy at their own iterations; a line cut short is left out."""
     import random
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason=MATPLOTLIB)
     figures = drawn(monkeypatch)
     rng = random.Random(1)
     keys = ("success", "share_positive", "share_neutral", "share_negative",
@@ -426,7 +427,7 @@ def test_plot_of_a_single_run_draws_its_log_even_cut_short(tmp_path, capsys, mon
 
 
 def test_plot_of_a_real_run_reads_the_log_it_wrote(tmp_path):
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason=MATPLOTLIB)
     out = tmp_path / "run"
     sg.main(TINY_ARGS + ["--out", str(out), "--prior-cache", str(tmp_path / "p")])
     assert plots.main([str(out)]) == out / "curves.png"
