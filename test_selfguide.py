@@ -334,6 +334,8 @@ def test_cue_demonstrator_misjudging_revisits_is_wrong_there_every_time_and_righ
 
 
 def test_dist_word_is_the_maze_distance_and_its_demonstrator_compares_it_with_the_last():
+    plain = GridWorld(size=5, min_distance=3)
+    assert len(plain.reset(seed=0)[0].split()) == toy_env.observation_words(cue=False) == 3
     env = GridWorld(dist=True, size=12, min_distance=18, max_steps=26)
     for seed in range(10):
         observation, info = env.reset(seed=seed)

@@ -97,6 +97,24 @@ def test_co_evolution_reports_the_captured_share_and_the_accuracy_trend():
     assert compare.pearson([1], [5]) is None
 
 
+def test_co_evolution_at_its_edges_one_seed_no_gain_a_zero_gain_and_only_its_rows():
+    """One seed: no share line (a share needs a spread) and no index past the first seed; an
+    oracle that gains nothing or loses: nothing to capture; a guide's reward that gains
+    exactly 0: none captured; exactly the three rows the share needs are enough."""
+    def seed(sg_success, method, oracle):
+        return {"GRPO w/ SG": {"final": {"success": sg_success}, "history": []},
+                "GRPO w/ SG & GR": {"final": {"success": method}, "history": []},
+                "control: oracle reward for the guide's": {"final": {"success": oracle},
+                                                            "history": []}}
+    assert compare.co_evolution([seed(0.3, 0.4, 0.5)]) == []
+    for oracle in (0.3, 0.2):  # the oracle gains 0, or loses 0.1
+        lines = compare.co_evolution([seed(0.3, 0.4, oracle)] * 2)
+        assert len(lines) == 1 and lines[0].endswith(": no gain for the guide to capture")
+    lines = compare.co_evolution([seed(0.3, 0.3, 0.5)] * 2)
+    assert lines == ["Over GRPO w/ SG, the guide's reward gains +0.000 and the oracle's +0.200: "
+                     "the guide captures none of the oracle's gain"]
+
+
 def test_paired_interval_matches_a_hand_computed_t_interval():
     differences = [0.02, 0.05, -0.01, 0.04, 0.03]
     mean = sum(differences) / 5
