@@ -184,7 +184,8 @@ def test_step_after_end_or_before_reset_says_call_reset():
     env = GridWorld(max_steps=1)
     env.reset(seed=0)
     env.step("north")
-    with pytest.raises(RuntimeError, match="reset"):
+    with pytest.raises(RuntimeError, match=r"^the episode has ended \(or never started\): "
+                                           r"call reset\(\) first$"):
         env.step("north")
 
 
@@ -212,6 +213,44 @@ def test_unlikely_settings_fail_fast_instead_of_looping():
 def test_malformed_observation_is_a_clear_error():
     with pytest.raises(ValueError, match="malformed observation"):
         toy_env.parse_observation("at:1,2 walls:N")
+    with pytest.raises(ValueError, match="malformed observation"):  # one extra word at most
+        toy_env.parse_observation("at:1,2 goal:0,0 walls:N cue:warmer dist:3")
+
+
+def test_parse_observation_reads_back_every_word():
+    parse = toy_env.parse_observation
+    assert parse("at:1,2 goal:0,3 walls:NE") == ((1, 2), (0, 3), "NE", None)
+    assert parse("at:1,2 goal:0,3 walls:none cue:warmer") == ((1, 2), (0, 3), "", "warmer")
+    assert parse("at:4,0 goal:0,3 walls:S dist:7") == ((4, 0), (0, 3), "S", 7)
+    env = GridWorld(size=5, wall_prob=0.2, min_distance=4, cue=True)
+    for seed in range(10):
+        observation, info = env.reset(seed=seed)
+        position, goal, blocked, cue = parse(observation)
+        assert (position, goal, cue) == (info["position"], info["goal"], "start")
+        assert blocked == "".join(letter for letter, (dr, dc) in zip("NESW", toy_env.MOVES.values())
+                                  if (position[0] + dr, position[1] + dc) not in env._open)
+
+
+def test_reset_reports_no_move_yet_and_refuses_options():
+    env = GridWorld(size=5, wall_prob=0.2, min_distance=4)
+    _, info = env.reset(seed=3)
+    assert info["progress"] == 0 and info["steps"] == 0
+    assert info["bumped"] is False and info["revisited"] is False and info["success"] is False
+    with pytest.raises(ValueError, match=r"^GridWorld.reset takes no options, got \['a', 'b'\]$"):
+        env.reset(seed=3, options={"b": 1, "a": 2})
+
+
+def test_layouts_keep_two_cell_mazes_redraw_too_walled_ones_and_start_at_the_minimum():
+    """A maze of two open cells is a maze (min_distance 1); a draw of fewer is redrawn, not
+    the end of the search; a start exactly min_distance steps away is allowed."""
+    import random
+    layouts = [toy_env.generate_layout(2, 0.5, 1, random.Random(seed), 2000)
+               for seed in range(40)]
+    assert any(len(open_cells) == 2 for open_cells, *_ in layouts)
+    walled = GridWorld(size=2, wall_prob=0.7, min_distance=1)
+    assert all(len(walled.reset(seed=seed)[1]["goal"]) == 2 for seed in range(30))
+    env = GridWorld(size=5, wall_prob=0.2, min_distance=4)
+    assert min(env.reset(seed=seed)[1]["optimal_steps"] for seed in range(50)) == 4
 
 
 # --- toy_env: the demonstrator ---
@@ -244,6 +283,33 @@ def test_cue_reading_guide_calls_the_start_and_a_bump_neutral_and_needs_no_revis
                                  misjudge="revisit") == "neutral"
     assert toy_env.cue_guide("warmer", rng, noise=0.0, misjudge="revisit") == "positive"
     assert toy_env.cue_guide("colder", rng, noise=0.0) == "negative"
+
+
+@pytest.mark.parametrize("kind", ["plain", "cue", "dist"])
+def test_demonstrated_moves_follow_their_guides(kind):
+    """Played without random moves (epsilon 0): after a positive guide the plain demonstrator
+    keeps going wherever the way on is open and new; after a negative one the cue and dist
+    readers step back the way they came."""
+    settings = dict(size=7, wall_prob=0.2, min_distance=6, max_steps=14)
+    env = GridWorld(**settings, cue=kind == "cue", dist=kind == "dist")
+    checked = 0
+    for seed in range(12):
+        steps, _ = toy_env.demonstrate(env, seed, epsilon=0.0)
+        visited, last_action = set(), None
+        for t, (observation, guide, action) in enumerate(steps):
+            (r, c), _, blocked, _ = toy_env.parse_observation(observation)
+            visited.add((r, c))
+            if last_action is not None and kind == "plain" and guide == "positive":
+                dr, dc = toy_env.MOVES[last_action]
+                letter = "NESW"[toy_env.ACTIONS.index(last_action)]
+                if letter not in blocked and (r + dr, c + dc) not in visited:  # open and new
+                    assert action == last_action, (seed, t)
+                    checked += 1
+            if last_action is not None and kind != "plain" and guide == "negative":
+                assert action == toy_env.OPPOSITE[last_action], (seed, t)
+                checked += 1
+            last_action = action
+    assert checked > 5
 
 
 def test_demonstrator_action_reacts_to_its_guide():
