@@ -318,7 +318,7 @@ def compare_table(per_seed: list[dict], baselines=("GRPO", "GRPO w/ SG")) -> str
                ("guide_balanced_accuracy", "guide bal. acc.", 3),
                ("share_positive", "positive guides", 2)]
     baselines = [b for b in baselines if b in per_seed[0]] if len(per_seed) > 1 else []
-    lines = ["| row | held-out success | " + "".join(f"vs {b} [95% CI] | " for b in baselines) +
+    lines = [f"| row | {columns[0][1]} | " + "".join(f"vs {b} [95% CI] | " for b in baselines) +
              " | ".join(c[1] for c in columns[1:]) + " |",
              "|---|" + "---|" * (len(columns) + len(baselines))]
     for row in per_seed[0]:
