@@ -11,7 +11,8 @@ then the metric of each run's final score; then pairs 'row A|row B' (row names a
 table, leading spaces optional). Prints A - B per pair: the mean over the pooled seeds, its
 95% t-interval, and on how many seeds A is above B. With --runs, the pair is two run folders
 (their log.jsonl, each scored as selfguide.py scores a run: the mean of its last
---final-evals evaluations, 3) with {seed} filled in from the seeds given.
+--final-evals evaluations, as its selfguide_config.json says) with {seed} filled in from the
+seeds given.
 """
 import json
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
 
 import compare  # noqa: E402
+import plots  # noqa: E402  (its log reader; matplotlib only when a figure is drawn)
 import selfguide as sg  # noqa: E402
 
 
@@ -42,8 +44,9 @@ def interval_line(name: str, differences: list) -> str:
 
 
 def run_score(folder: str) -> float:
-    records = [json.loads(line) for line in (Path(folder) / "log.jsonl").read_text().splitlines()]
-    return sg.final_metrics(records, 3)["success"]
+    config = json.loads((Path(folder) / "selfguide_config.json").read_text())
+    return sg.final_metrics(plots.read_log(Path(folder) / "log.jsonl"),
+                            config["final_evals"])["success"]
 
 
 def main(argv=None):

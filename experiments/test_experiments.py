@@ -517,3 +517,18 @@ def test_paired_pools_folders_and_compares_any_two_rows(tmp_path, capsys):
                     f", above on 3 of 3 seeds")
     with pytest.raises(SystemExit, match="no row 'nope'"):
         paired.main([str(tmp_path / "a"), "success", "nope|GRPO"])
+
+
+def test_paired_runs_scores_each_run_as_selfguide_does(tmp_path, capsys):
+    """--runs: each run's score is the mean of its last final_evals evaluations."""
+    import paired
+    for name, successes in [("x-0", [0.1, 0.2, 0.4]), ("y-0", [0.5, 0.1, 0.1]),
+                            ("x-1", [0.3, 0.3, 0.6]), ("y-1", [0.0, 0.2, 0.2])]:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "selfguide_config.json").write_text(json.dumps({"final_evals": 2}))
+        (tmp_path / name / "log.jsonl").write_text("".join(
+            json.dumps({"iteration": i, "eval": {"success": v}}) + "\n"
+            for i, v in enumerate(successes, 1)))
+    lines = paired.main(["--runs", f"{tmp_path}/x-{{seed}}|{tmp_path}/y-{{seed}}", "0,1"])
+    assert lines[0].endswith(": 0.300 / 0.100, 0.450 / 0.200")  # the last 2 of each
+    assert "success: +0.225 [" in lines[1] and "above on 2 of 2 seeds" in lines[1]
