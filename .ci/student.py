@@ -48,17 +48,26 @@ def blank(source: str, names) -> str:
     return "".join(lines)
 
 
-def main(argv):
-    if argv[:1] == ["--list"]:
-        for name in GRADED:
-            print(f"{name:18s} {grading_command(name)}")
-        return
-    if not argv:
+def parse_args(argv):
+    """(the handout's folder, the functions to blank), or (None, []) for --list; a bad
+    command line exits in one line."""
+    if argv == ["--list"]:
+        return None, []
+    if not argv or argv[0].startswith("-"):
         sys.exit(__doc__)
     out, names = Path(argv[0]), argv[1:] or list(GRADED)
     unknown = [n for n in names if n not in GRADED]
     if unknown:
         sys.exit(f"error: {', '.join(unknown)} not graded; choose among: {', '.join(GRADED)}")
+    return out, names
+
+
+def main(argv):
+    out, names = parse_args(argv)
+    if out is None:
+        for name in GRADED:
+            print(f"{name:18s} {grading_command(name)}")
+        return
     out.mkdir(parents=True, exist_ok=True)
     for file in FILES:
         shutil.copy(ROOT / file, out / file)

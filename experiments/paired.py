@@ -49,9 +49,19 @@ def run_score(folder: str) -> float:
                             config["final_evals"])["success"]
 
 
-def main(argv=None):
+def parse_args(argv=None) -> list:
+    """The command line as given, if it has one of the two shapes above; else the usage."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--runs"] and len(argv) == 3 and "|" in argv[1]:
+    runs = argv[:1] == ["--runs"] and len(argv) == 3 and argv[1].count("|") == 1
+    if not runs and (len(argv) < 3 or argv[0].startswith("-")
+                     or any(pair.count("|") != 1 for pair in argv[2:])):
+        raise SystemExit(__doc__)
+    return argv
+
+
+def main(argv=None):
+    argv = parse_args(argv)
+    if argv[0] == "--runs":
         a, b = argv[1].split("|")
         pairs = [(run_score(a.format(seed=s)), run_score(b.format(seed=s)))
                  for s in argv[2].split(",")]
@@ -59,8 +69,6 @@ def main(argv=None):
                  interval_line(f"{a} - {b}, success", [x - y for x, y in pairs])]
         print("\n".join(lines))
         return lines
-    if len(argv) < 3 or any("|" not in pair for pair in argv[2:]):
-        raise SystemExit(__doc__)
     seeds, key = pooled_seeds(argv[0]), argv[1]
     lines = []
     for pair in argv[2:]:

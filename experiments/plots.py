@@ -201,12 +201,17 @@ def plot_comparison(folder: Path):
     plot_co_evolution(folder, folder / "co-evolution.png")
 
 
-def main(argv=None):
+def parse_args(argv=None) -> Path:
+    """The one folder to plot; anything else exits with the usage line."""
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
+    if len(argv) != 1 or argv[0].startswith("-"):
         raise SystemExit("usage: python experiments/plots.py FOLDER (a comparison's --out, or "
                          "a run's folder)")
-    folder = Path(argv[0])
+    return Path(argv[0])
+
+
+def main(argv=None):
+    folder = parse_args(argv)
     if (folder / "compare.json").exists():
         return plot_comparison(folder)
     if (folder / "log.jsonl").exists():

@@ -1,0 +1,250 @@
+"""The docs run as written: every command in README.md, examples/README.md and
+experiments/REPORT.md, and in the run commands of each script's docstring, is accepted by the
+parser of the script it names, and every link, image and #anchor of those pages resolves.
+
+Nothing is trained: each command is parsed, not run, so the whole check takes a second and
+needs no optional package (with accelerate installed, `accelerate launch`'s own options are
+parsed too).
+
+    python -m pytest -q experiments/test_docs.py
+"""
+import ast
+import importlib
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ["README.md", "examples/README.md", "experiments/REPORT.md"]
+PARSERS = {  # every script the docs run: the function of it that reads its command line
+    "selfguide.py": "parse_config",
+    "toy_env.py": None,  # takes no arguments
+    "experiments/compare.py": "parse_args",
+    "experiments/checkpoints.py": "parse_args",
+    "experiments/benchmark.py": "parse_args",
+    "experiments/plots.py": "parse_args",
+    "experiments/paired.py": "parse_args",
+    "examples/trl_selfguide.py": "parse_config",
+    ".ci/student.py": "parse_args",
+}
+PLACEHOLDER = re.compile(r"^[A-Z]{1,3}$|\.\.\.")  # S, LR, ... in prose: a pattern, not a command
+
+
+def load(script: str):
+    """The module of a script, imported by its name with its folder importable (as the
+    scripts import each other: experiments/ and examples/ are no packages)."""
+    for folder in (str(ROOT), str((ROOT / script).parent)):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    return importlib.import_module(Path(script).stem)
+
+
+# --- where the commands are ---
+
+def without_code(text: str) -> str:
+    """Markdown prose: fenced blocks and inline code removed (a link inside code is no link)."""
+    return re.sub(r"`[^`]*`", "", re.sub(r"^```.*?^```", "", text, flags=re.S | re.M))
+
+
+def bash_blocks(text: str) -> list:
+    return re.findall(r"^```bash\n(.*?)^```", text, flags=re.S | re.M)
+
+
+def block_commands(block: str) -> list:
+    """Each command of a bash block as its words: lines joined at a trailing backslash,
+    comments dropped, NAME="..." lines (and `for NAME in ...; do` loops, with their first
+    value) defining variables that later lines expand, and commands split at && and ;."""
+    variables, commands = {}, []
+    for line in block.replace("\\\n", " ").splitlines():
+        assignment = re.fullmatch(r"\s*([A-Za-z_]\w*)=(.*)", line)
+        loop = re.fullmatch(r"\s*for (\w+) in (\S+).*; do\s*", line)  # checked with its first value
+        if assignment or loop:
+            name, value = (assignment or loop)[1], (assignment or loop)[2]
+            variables[name] = " ".join(shlex.split(value, comments=True))
+            continue
+        if line.strip() == "done":
+            continue
+
+        def expand(match):
+            name = match[1] or match[2]
+            if name not in variables:
+                raise AssertionError(f"${name} is not defined in its block: {line.strip()!r}")
+            return variables[name]
+
+        line = re.sub(r"\$\{(\w+)\}|\$(\w+)", expand, line)
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split, lexer.commenter = True, "#"
+        command = []
+        for word in list(lexer) + [";"]:
+            if word in ("&&", ";", "||"):
+                commands += [command] if command else []
+                command = []
+            else:
+                command.append(word)
+    return commands
+
+
+def doc_commands() -> list:
+    """(where, words) of every command in the docs' bash blocks, in the inline code of their
+    prose that names a script, and in the run commands of each script's docstring."""
+    found = []
+    for doc in DOCS:
+        text = (ROOT / doc).read_text()
+        for block in bash_blocks(text):
+            found += [(doc, words) for words in block_commands(block)]
+        prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+        for span in re.findall(r"`([^`]+)`", prose):
+            span = " ".join(span.split())
+            if re.match(r"(python|accelerate launch|torchrun) \S+\.py", span) \
+                    and not any(PLACEHOLDER.search(w) for w in span.split()):
+                found += [(f"{doc} (inline)", words) for words in block_commands(span)]
+    for script in PARSERS:
+        doc = ast.get_docstring(ast.parse((ROOT / script).read_text())) or ""
+        for line in doc.replace("\\\n", " ").splitlines():
+            if re.match(r"\s*(python|accelerate launch|torchrun|pip) ", line):
+                found += [(f"{script} (docstring)", w) for w in block_commands(line.strip())]
+    return found
+
+
+# --- what each command may be ---
+
+def check_script(script: str, argv: list, processes: int = 1):
+    assert script in PARSERS, f"{script}: no such script, or one this test does not know"
+    if PARSERS[script] is None:
+        assert not argv, f"{script} takes no arguments, given {argv}"
+        return
+    parse = getattr(load(script), PARSERS[script])
+    previous = os.environ.get("WORLD_SIZE")
+    os.environ["WORLD_SIZE"] = str(processes)  # what a launcher sets: the bridge checks it
+    try:
+        parse(argv)
+    except SystemExit as stopped:  # --help stops with 0; a refusal with its message or 2
+        if stopped.code not in (0, None):
+            raise AssertionError(f"{script} refuses {argv}: {stopped}") from None
+    finally:
+        if previous is None:
+            del os.environ["WORLD_SIZE"]
+        else:
+            os.environ["WORLD_SIZE"] = previous
+
+
+def check_pytest(argv: list):
+    """Paths exist, and every name of a -k expression matches a test in them."""
+    paths = [ROOT / a for i, a in enumerate(argv)
+             if not a.startswith("-") and (i == 0 or argv[i - 1] != "-k")]
+    assert paths and all(p.exists() for p in paths), f"pytest on missing paths: {argv}"
+    tests = " ".join(re.findall(r"def (test_\w+)", "".join(
+        f.read_text() for p in paths for f in ([p] if p.is_file() else p.glob("test_*.py")))))
+    if "-k" in argv:
+        for name in re.findall(r"\w+", argv[argv.index("-k") + 1]):
+            assert name in ("and", "or", "not") or name in tests, f"-k {name} selects no test"
+
+
+def check_command(words: list):
+    while words and re.fullmatch(r"[A-Za-z_]\w*=.*", words[0]):  # SUITE=1 bash ...: env
+        words = words[1:]
+    program, argv = words[0], words[1:]
+    if program == "python" and argv[:2] == ["-m", "pytest"]:
+        return check_pytest(argv[2:])
+    if program == "python" and argv[:1] == ["-c"]:
+        return compile(argv[1], "<python -c>", "exec")
+    if program == "python":
+        return check_script(argv[0], argv[1:])
+    if program == "pip":
+        assert argv[0] == "install", words
+        files = [argv[i + 1] for i, a in enumerate(argv) if a == "-r"]
+        assert all((ROOT / f).exists() for f in files), f"pip -r of a missing file: {words}"
+        return None
+    if program == "bash":
+        assert (ROOT / argv[0]).exists(), f"bash on a missing script: {words}"
+        return None
+    if program == "torchrun":
+        from torch.distributed.run import get_args_parser
+        launch = get_args_parser().parse_args(argv)
+        return check_script(launch.training_script, launch.training_script_args,
+                            int(launch.nproc_per_node))
+    if words[:2] == ["accelerate", "launch"]:
+        script = next(i for i, a in enumerate(argv) if a.endswith(".py"))
+        options = argv[1:script]
+        try:
+            from accelerate.commands.launch import launch_command_parser
+            launch_command_parser().parse_args(options + ["x.py"])
+        except ImportError:
+            pass  # accelerate comes with TRL, an optional extra
+        processes = 1 if "--cpu" in options else int(
+            options[options.index("--num_processes") + 1]) if "--num_processes" in options else 1
+        return check_script(argv[script], argv[script + 1:], processes)
+    raise AssertionError(f"a command this test does not know how to check: {words}")
+
+
+def test_every_command_in_the_docs_is_accepted_by_its_script():
+    commands = doc_commands()
+    assert len(commands) > 40  # every block was found (the docs hold more than that)
+    failures = []
+    for where, words in commands:
+        try:
+            check_command(words)
+        except Exception as error:  # noqa: BLE001: collect them all, say each
+            failures.append(f"{where}: {shlex.join(words)}\n    {type(error).__name__}: {error}")
+    assert not failures, f"{len(failures)} commands fail:\n" + "\n".join(failures)
+
+
+def test_the_command_reader_splits_expands_and_finds_what_is_not_accepted():
+    block = 'A="--seeds 2  --workers 2"  # two\npython selfguide.py $A \\\n    --seed 5 # c\n' \
+            'pip install -r requirements.txt && python -m pytest -q test_selfguide.py\n'
+    assert block_commands(block) == [
+        ["python", "selfguide.py", "--seeds", "2", "--workers", "2", "--seed", "5"],
+        ["pip", "install", "-r", "requirements.txt"],
+        ["python", "-m", "pytest", "-q", "test_selfguide.py"]]
+    with pytest.raises(AssertionError, match=r"\$B is not defined"):
+        block_commands("python selfguide.py $B")
+    check_command(["python", "selfguide.py", "--variant", "grpo"])
+    check_command(["python", "experiments/compare.py", "--rows", "core", "--seeds", "2"])
+    for refused in (["python", "selfguide.py", "--compare"],  # not one of its flags
+                    ["python", "selfguide.py", "--variant", "ppo"],  # not one of its choices
+                    ["python", "experiments/compare.py", "--show", "1"],  # a single run's flag
+                    ["python", "toy_env.py", "--seed", "1"],
+                    ["python", "nowhere.py"],
+                    ["python", "-m", "pytest", "-q", "test_selfguide.py", "-k", "no_such_test"],
+                    ["pip", "install", "-r", "missing.txt"],
+                    ["make", "all"]):
+        with pytest.raises(AssertionError):
+            check_command(refused)
+
+
+# --- links ---
+
+def anchor(heading: str) -> str:
+    """GitHub's id of a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(page: Path) -> set:
+    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M)
+    return {anchor(h) for h in re.findall(r"^#+ (.+)$", text, flags=re.M)}
+
+
+def test_every_link_image_and_anchor_in_the_docs_resolves():
+    broken = []
+    for doc in DOCS:
+        page = ROOT / doc
+        for target in re.findall(r"\]\(([^)\s]+)\)", without_code(page.read_text())):
+            if re.match(r"[a-z]+://", target):
+                continue  # the web: not reachable from here
+            path, _, fragment = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists():
+                broken.append(f"{doc}: {target} (no such file)")
+            elif fragment and fragment not in anchors(linked):
+                broken.append(f"{doc}: {target} (no such heading)")
+    assert not broken, "broken links:\n" + "\n".join(broken)
+
+
+def test_anchor_follows_github():
+    assert anchor("0. The default: the familiar maze") == "0-the-default-the-familiar-maze"
+    assert anchor("6. Where judging takes thought (`--dist`)") == \
+        "6-where-judging-takes-thought---dist"
