@@ -417,7 +417,7 @@ if __name__ == "__main__":
     world = GridWorld(cue=True)
     print(world.reset(seed=0)[0])
     print(world.render(), "\n")
-    mazes = {"default maze": {}, "sparse maze (12x12, >= 18, 26 moves)":
+    mazes = {"9x9 maze (>= 12, 24 moves)": {}, "sparse maze (12x12, >= 18, 26 moves)":
              {"size": 12, "min_distance": 18, "max_steps": 26}}
     for name, settings in mazes.items():
         for shown, reads in ({}, ""), ({"cue": True}, " reading the cue"), \

@@ -2,9 +2,10 @@
 that seed's own Stage 0 prior, with paired statistics.
 
     python experiments/compare.py --quick          # the laptop demo: 2 seeds, core rows (~3 min)
-    python experiments/compare.py --rows core --seeds 10 --seed 500 --workers 2 --out runs/familiar
+    python experiments/compare.py --rows sampling --seeds 10 --seed 500 --workers 2 --out runs/familiar
                                                    # the README's headline table
-    python experiments/compare.py --controls --plot   # + oracle and random rewards, + figures
+    python experiments/compare.py --controls       # + the oracle and random rewards
+    python experiments/plots.py runs/compare       # its figures (plots.py reads its files)
     python experiments/compare.py --help           # selfguide.py's settings, then these
 
 Each row is selfguide.py's own run with a few settings changed (ROWS); this file adds nothing
@@ -53,7 +54,6 @@ class Experiment:
     controls: bool = setting(False, "add the control rows (oracle and random reward)")
     guards: bool = setting(False, "add the guard ablation rows")
     workers: int = setting(1, "seeds trained in parallel processes (1 thread each)")
-    plot: bool = setting(False, "draw the comparison's figures into --out (needs matplotlib)")
     quick: bool = setting(False, "a smaller preset for a laptop demo: see QUICK")
 
     def __post_init__(self):
@@ -382,7 +382,7 @@ def pearson(xs, ys) -> float | None:
 
 # --- the comparison: resumable, refused when another command owns the folder ---
 
-RESULT_FREE_SETTINGS = ("workers", "threads", "plot", "quick", "out")  # no number depends on these
+RESULT_FREE_SETTINGS = ("workers", "threads", "quick", "out")  # no number depends on these
 
 
 def claim_compare_folder(out: Path, cfg: sg.Config, exp: Experiment):
@@ -510,9 +510,6 @@ def main(argv=None):
         per_seed = run_compare(cfg, exp)
     finally:
         signal.signal(signal.SIGTERM, previous_handler)
-    if exp.plot and per_seed:
-        import plots
-        plots.plot_comparison(compare_folder(cfg))
     return per_seed
 
 

@@ -3,7 +3,7 @@
     python experiments/plots.py runs/compare      # compare.png and co-evolution.png there
     python experiments/plots.py runs/sg_gr-seed0  # a single run's curves.png, from log.jsonl
 
-`python experiments/compare.py --plot` draws a comparison's figures when it ends.
+plots.py depends on compare.py (its statistics and its files), never the other way round.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import compare  # noqa: E402
 
 
 def pyplot():
-    """matplotlib's pyplot, drawing to files; matplotlib is optional (only --plot needs it)."""
+    """matplotlib's pyplot, drawing to files; matplotlib is optional (only the figures need it)."""
     try:
         import matplotlib
         matplotlib.use("Agg")

@@ -334,9 +334,10 @@ def test_plot_of_a_comparison_draws_its_figures_into_its_folder(tmp_path, monkey
     pytest.importorskip("matplotlib", reason=MATPLOTLIB)
     figures = drawn(monkeypatch)
     out = tmp_path / "c"
-    per_seed = compare.main(COMPARE_ARGS + ["--cue", "--cue-misjudge", "revisit", "--plot", "--out",
+    per_seed = compare.main(COMPARE_ARGS + ["--cue", "--cue-misjudge", "revisit", "--out",
                                        str(out), "--prior-cache", str(tmp_path / "priors")])
     assert "guide_accuracy_revisit" in per_seed[0]["GRPO w/ SG"]["final"]
+    plots.main([str(out)])
     assert sorted(figures) == ["co-evolution.png", "compare.png"]
     for name in figures:
         assert (out / name).stat().st_size > 10_000
