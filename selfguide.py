@@ -97,9 +97,6 @@ def setting(default, help: str, choices=None):
 @dataclass
 class Config:
     # the environment (toy_env.GridWorld)
-    # (the default maze is the one where the paper's ordering shows: experiments/REPORT.md,
-    # section 0; the maze of its earlier tables is --size 9 --min-distance 12 --max-steps 24
-    # --no-cue)
     size: int = setting(12, "maze side length")
     wall_prob: float = setting(0.3, "probability that a cell is a wall")
     min_distance: int = setting(18, "shortest path from start to goal is at least this long")
@@ -124,7 +121,10 @@ class Config:
     n_head: int = setting(4, "attention heads")
     # Stage 0: behaviour cloning of the demonstrator (stands in for LLM pretraining)
     prior_episodes: int = setting(8000, "demonstrator episodes to clone (each in both formats)")
-    prior_epochs: int = setting(2, "passes over the demonstration corpus")
+    prior_epochs: int = setting(2, "passes over the demonstration corpus (with a target: the cap)")
+    prior_guide_target: float = setting(0.0, "clone until the greedy guide's balanced accuracy on "
+                                             "the calibration mazes reaches this (0: no target)")
+    prior_check: int = setting(25, "cloning updates between two checks of that target")
     prior_batch: int = setting(64, "sequences per cloning update")
     prior_lr: float = setting(3e-3, "peak learning rate of cloning (cosine decay)")
     prior_cache: str = setting("runs/priors", "folder of the cached priors, keyed by settings")
@@ -193,7 +193,7 @@ class Config:
                 raise ValueError(f"--{flag(f.name)} must be a finite number "
                                  f"(got {getattr(self, f.name)})")
         positive = ["max_steps", "n_layer", "n_embd", "n_head", "prior_episodes", "prior_epochs",
-                    "prior_batch", "iterations", "tasks_per_iter", "update_epochs",
+                    "prior_check", "prior_batch", "iterations", "tasks_per_iter", "update_epochs",
                     "minibatches", "eval_tasks", "eval_every", "final_evals"]
         for name in positive:
             if getattr(self, name) < 1:
@@ -208,8 +208,8 @@ class Config:
                              f"({self.n_head})")
         if not 0.0 <= self.enter_at <= 1.0:
             raise ValueError("--enter-at is a fraction of training, in [0, 1]")
-        if not 0.0 <= self.cue_noise <= 1.0:
-            raise ValueError("--cue-noise is a share of moves, in [0, 1]")
+        if not 0.0 <= self.cue_noise <= 1.0 or not 0.0 <= self.prior_guide_target <= 1.0:
+            raise ValueError("--cue-noise and --prior-guide-target are shares, in [0, 1]")
         if self.cue_misjudge != "none" and not (self.cue or self.dist):
             raise ValueError("--cue-misjudge changes the demonstrator that reads the cue or the "
                              "distance: add --cue or --dist")
@@ -437,7 +437,8 @@ def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
 # --- Stage 0: the prior (stands in for the pretrained LLM; departure 1) ---
 
 PRIOR_SEED_BASE = 10**8  # demonstrations use their own task seeds ...
-EVAL_SEED_BASE = 10**9   # ... and the held-out tasks yet another range
+EVAL_SEED_BASE = 10**9   # ... and the held-out tasks yet another range,
+CALIBRATION_SEED_BASE = 2 * 10**9  # ... and the maturity checks of Stage 0 a third
 
 
 def make_env(cfg: Config) -> GridWorld:
@@ -479,13 +480,17 @@ def demonstration_corpus(cfg: Config):
 
 
 def clone_demonstrator(policy, tokens, slots, cfg: Config, device, desc="Stage 0 cloning"):
-    """Behaviour cloning: maximise log pi of the demonstrator's guides and actions only."""
+    """Behaviour cloning: maximise log pi of the demonstrator's guides and actions only. With
+    --prior-guide-target it stops at the first check (every --prior-check updates) at which
+    the greedy guide's balanced accuracy on the calibration mazes reaches the target, so every
+    seed's prior starts equally mature, decided from the prior alone (the cosine schedule
+    spans the cap, --prior-epochs). Returns the losses and the checks [(updates, accuracy)]."""
     generator = torch.Generator().manual_seed(cfg.seed)
     updates = cfg.prior_epochs * math.ceil(len(tokens) / cfg.prior_batch)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.prior_lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda i: 0.5 * (1 + math.cos(math.pi * i / updates)))
-    losses = []
+    losses, checks = [], []
     with tqdm(total=updates, desc=desc, leave=False) as bar:
         for _ in range(cfg.prior_epochs):
             for batch in torch.randperm(len(tokens), generator=generator).split(cfg.prior_batch):
@@ -499,15 +504,22 @@ def clone_demonstrator(policy, tokens, slots, cfg: Config, device, desc="Stage 0
                 losses.append(loss.item())
                 bar.update()
                 bar.set_postfix(loss=f"{loss.item():.3f}")
-    return losses
+                if cfg.prior_guide_target and len(losses) % cfg.prior_check == 0:
+                    checks.append((len(losses), calibration_accuracy(policy, cfg)))
+                    if checks[-1][1] >= cfg.prior_guide_target:
+                        return losses, checks
+    return losses, checks
 
 
 def train_prior(cfg: Config, device):
     """Stage 0 from scratch: a new policy (seeded by cfg.seed) cloned on the demonstrations.
-    Returns the prior, in eval mode, and its cloning losses."""
+    Returns the prior, in eval mode, and its cloning losses; its config records how long it
+    was cloned and, with a target, its last calibration accuracy (saved with it)."""
     torch.manual_seed(cfg.seed)
     policy = make_policy(cfg).to(device)
-    losses = clone_demonstrator(policy, *demonstration_corpus(cfg), cfg, device)
+    losses, checks = clone_demonstrator(policy, *demonstration_corpus(cfg), cfg, device)
+    policy.config.stage0 = {"updates": len(losses),
+                            "calibration_accuracy": checks[-1][1] if checks else None}
     return policy.eval(), losses
 
 
@@ -941,6 +953,14 @@ def evaluate(policy, cfg: Config, guided: bool, greedy=True, passes=1, batch_siz
     return episode_metrics(concat_rollouts(parts))
 
 
+def calibration_accuracy(policy, cfg: Config) -> float:
+    """The greedy guide's balanced accuracy on the calibration mazes, a seed range apart from
+    the training, demonstration and held-out tasks: --prior-guide-target's check."""
+    batch = rollout(policy, [CALIBRATION_SEED_BASE + i for i in range(200)], True, cfg,
+                    greedy=True)
+    return episode_metrics(batch)["guide_balanced_accuracy"] or 0.0
+
+
 def concat_rollouts(parts) -> Rollouts:
     """Stack batches of rollouts; shorter token streams are right-padded with <pad> (id 0),
     which is also SLOT_CONTEXT and log-prob 0, so the padding is never trained or scored."""
@@ -1108,6 +1128,7 @@ def prior_key(cfg: Config) -> str:
              "seed"]
     # named only when set, so the priors cached before these settings existed keep their keys
     names += [n for n in ("cue_misjudge", "dist") if getattr(cfg, n) not in ("none", False)]
+    names += ["prior_guide_target", "prior_check"] if cfg.prior_guide_target else []
     text = json.dumps({"words": vocab_size(cfg), **{n: getattr(cfg, n) for n in names}},
                       sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -1128,8 +1149,12 @@ def load_or_train_prior(cfg: Config, device):
             shutil.rmtree(folder, ignore_errors=True)
     start = time.perf_counter()
     policy, losses = train_prior(cfg, device)
+    reached = policy.config.stage0["calibration_accuracy"]
     tqdm.write(f"Stage 0 prior: {cfg.prior_episodes} demonstrations, cloned (both formats) in "
-               f"{time.perf_counter() - start:.0f} s, final loss {losses[-1]:.3f} -> {folder}")
+               f"{time.perf_counter() - start:.0f} s, {len(losses)} updates, final loss "
+               f"{losses[-1]:.3f}" + (f", calibration guide balanced accuracy {reached:.3f} "
+               f"(target {cfg.prior_guide_target})" if reached is not None else "")
+               + f" -> {folder}")
     if not publish_policy(policy, folder):  # another process cloned the same prior first:
         return load_policy(folder, cfg, device)  # use its copy, so every run shares one prior
     return policy

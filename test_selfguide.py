@@ -598,8 +598,50 @@ def test_a_few_cloning_updates_lower_the_loss():
     cfg = tiny_config(prior_episodes=32, prior_epochs=8, prior_batch=16, prior_lr=3e-3)
     tokens, slots = sg.demonstration_corpus(cfg)
     assert tokens.shape == (64, sg.episode_length(cfg))
-    losses = sg.clone_demonstrator(tiny_policy(), tokens, slots, cfg, "cpu")
+    losses, checks = sg.clone_demonstrator(tiny_policy(), tokens, slots, cfg, "cpu")
     assert sum(losses[-4:]) / 4 < 0.8 * sum(losses[:4]) / 4
+    assert len(losses) == 8 * 4 and checks == []  # no target: every update, no check
+
+
+def test_a_guide_target_stops_cloning_at_the_first_check_that_reaches_it(monkeypatch):
+    cfg = tiny_config(prior_episodes=32, prior_epochs=8, prior_batch=16, prior_check=3,
+                      prior_guide_target=0.75)
+    corpus = sg.demonstration_corpus(cfg)
+    scripted = iter([0.5, 0.74, 0.75, 0.9])  # reached at the third check, at exactly 0.75
+    monkeypatch.setattr(sg, "calibration_accuracy", lambda policy, c: next(scripted))
+    losses, checks = sg.clone_demonstrator(tiny_policy(), *corpus, cfg, "cpu")
+    assert checks == [(3, 0.5), (6, 0.74), (9, 0.75)] and len(losses) == 9
+    never = iter([0.1] * 100)  # never reached: the cap, --prior-epochs, with a check every 3
+    monkeypatch.setattr(sg, "calibration_accuracy", lambda policy, c: next(never))
+    losses, checks = sg.clone_demonstrator(tiny_policy(), *corpus, cfg, "cpu")
+    assert len(losses) == 32 and [u for u, _ in checks] == list(range(3, 32, 3))
+
+
+def test_a_guide_target_reads_only_its_calibration_mazes_and_repeats(tmp_path, monkeypatch):
+    cfg = tiny_config(prior_cache=str(tmp_path), prior_episodes=16, prior_epochs=4,
+                      prior_batch=8, prior_check=2, prior_guide_target=0.99)
+    seen = []
+    real_reset = toy_env.GridWorld.reset
+    monkeypatch.setattr(toy_env.GridWorld, "reset", lambda env, seed=None, **kw:
+                        seen.append(seed) or real_reset(env, seed=seed, **kw))
+    prior = sg.load_or_train_prior(cfg, "cpu")
+    calibration = [s for s in seen if s >= sg.CALIBRATION_SEED_BASE]
+    demonstrations = [s for s in seen if s < sg.CALIBRATION_SEED_BASE]
+    assert sorted(set(calibration)) == [sg.CALIBRATION_SEED_BASE + i for i in range(200)]
+    assert all(sg.PRIOR_SEED_BASE <= s < sg.PRIOR_SEED_BASE + 10**6 for s in demonstrations)
+    record = prior.config.stage0  # never reached 0.99 here: the cap, and its last check
+    assert record["updates"] == 4 * 4 and len(calibration) == 8 * 200
+    assert record["calibration_accuracy"] == pytest.approx(sg.calibration_accuracy(prior, cfg))
+    again = sg.train_prior(cfg, "cpu")[0]  # the same seed clones the same prior
+    assert same_weights(prior, again) and again.config.stage0 == record
+    cached = sg.load_or_train_prior(cfg, "cpu")  # the record is saved with the prior
+    assert cached.config.stage0 == record
+    variant = lambda **kw: sg.dataclasses.replace(cfg, **kw)  # noqa: E731
+    keys = {sg.prior_key(c) for c in (cfg, variant(prior_guide_target=0.0),
+                                      variant(prior_check=3), variant(prior_guide_target=0.9))}
+    assert len(keys) == 4  # the target and its check are in the key; without a target, as before:
+    assert sg.prior_key(variant(prior_guide_target=0.0)) == \
+        sg.prior_key(variant(prior_guide_target=0.0, prior_check=3))
 
 
 def test_prior_is_cached_by_its_settings(tmp_path):
