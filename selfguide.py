@@ -20,43 +20,32 @@ the paper could not measure.
     python selfguide.py --eval-only --init-from runs/sg_gr-seed0
     python selfguide.py --help                # every setting, with its default
 
-This file is the method and one run. What measures it lives beside it and imports it:
-experiments/compare.py (the paper's table on the toy, `--quick` for a laptop demo),
-experiments/plots.py, experiments/benchmark.py and the research report experiments/REPORT.md;
-examples/trl_selfguide.py runs the same method on TRL's GRPOTrainer.
+This file is the method and one run. experiments/ measures it (compare.py: the paper's table
+on the toy; the research report, REPORT.md); examples/ runs it on TRL's GRPOTrainer.
 
-Departures from the paper (--paper-faithful takes back 2, 5 and 7; 1, 3, 4 and 6 are how the
-toy is built):
-1. A "Stage 0" prior stands in for the pretrained LLM. A model trained from scratch does not
-   know what "positive" means, so we first clone an imperfect demonstrator (toy_env) whose
-   moves react to its own self-assessment. That prior is the reference policy of the KL term
-   and the starting point of every variant.
-2. Three guards are on by default, because without them the guide collapses on the toy: the
-   composite advantage reaches the guide tokens, so a guide is paid for praising itself and
-   says "positive" on ~100% of steps within ~25 iterations (experiments/REPORT.md).
-   (a) --kl-guide 0.1: a k3 KL to the prior on guide tokens only, standing in for the way a
-   pretrained LLM keeps the meaning of its words; (b) --guide-advantage env: guide tokens get
-   the advantage of R_env alone, so no guide is rewarded for the reward it grants itself;
-   (c) --internal-return mean: the mean of r_t over the episode's steps instead of the sum,
-   so stalling earns nothing.
-3. Decoding is constrained: the guide slot samples among the three guide words and the action
-   slot among the four moves, so no rollout is wasted on unreadable text. The paper's
-   "unreadable guide counts as neutral" rule is kept in guide_to_reward.
+Departures from the paper (--paper-faithful takes back 2, 5 and 7; the others are how the toy
+is built; experiments/REPORT.md measures each):
+1. A "Stage 0" prior stands in for the pretrained LLM: a model trained from scratch does not
+   know what "positive" means, so it first clones an imperfect demonstrator (toy_env) whose
+   moves react to its own self-assessment. The prior is the KL's reference and every
+   variant's start.
+2. Three guards, without which the guide is paid for praising itself and says "positive" on
+   ~100% of steps within ~25 iterations: (a) --kl-guide 0.1, a k3 KL to the prior on guide
+   tokens, for the way a pretrained LLM keeps the meaning of its words; (b) --guide-advantage
+   env, guide tokens get the advantage of R_env alone; (c) --internal-return mean, the mean
+   of r_t over the steps instead of the sum, so stalling earns nothing.
+3. Constrained decoding: the guide slot samples among the three guide words, the action slot
+   among the four moves (guide_to_reward keeps the paper's "unreadable is neutral" rule).
 4. The schedule's phases are fractions of training (the paper: iterations 40/50/70/80 of
-   80), and the group standard deviation is the population one (see group_advantages).
-5. Step-level credit (--credit step; the paper: trajectory): each action is credited with the
-   internal rewards that judge it and later moves, normalised apart from R_env (see
-   step_credit). Under the paper's one advantage per rollout even a perfect internal reward
-   (the oracle control) gains GRPO nothing on the toy; under step credit it does, where
-   success is rare (experiments/REPORT.md).
-6. The guide is one word that judges the move just made, not a free-text assessment: the
-   toy's tokenizer is word-level, and one word is all that guide_to_reward reads.
-7. Guides are sampled at temperature 0.1 in training (--guide-temperature; actions at 1). The
-   cloned prior learned its demonstrator's random misjudgements as probability mass, so at
-   temperature 1 its guides are wrong where its greedy guide is right, and the action learns
-   to act on them; a pretrained LLM is confident where it knows. In the default (familiar)
-   maze this is what lets the paper's ordering show; where the greedy guide is itself often
-   wrong (--no-cue) it locks the errors in (experiments/REPORT.md, section 5).
+   80); the group std is the population one (group_advantages).
+5. Step-level credit (--credit step; the paper: trajectory): each action is credited with
+   the internal rewards that judge it and later moves (step_credit). Under one advantage per
+   rollout even a perfect internal reward gains GRPO nothing on the toy.
+6. The guide is one word that judges the move just made, not a free-text assessment.
+7. Guides are sampled at temperature 0.1 in training (--guide-temperature; actions at 1):
+   the cloned prior holds its demonstrator's random misjudgements as probability mass, and
+   at temperature 1 the action learns to act on them. In the familiar maze this lets the
+   paper's ordering show; where the greedy guide is often wrong (--no-cue) it locks errors in.
 """
 from __future__ import annotations
 
@@ -101,20 +90,14 @@ class Config:
     wall_prob: float = setting(0.3, "probability that a cell is a wall")
     min_distance: int = setting(18, "shortest path from start to goal is at least this long")
     max_steps: int = setting(26, "moves before an episode is truncated")
-    cue: bool = setting(True, "show a hot/cold cue (cue:warmer / colder / same: did the last "
-                              "move bring the goal closer?), so the agent can judge its moves: "
-                              "the paper's familiar task (--no-cue: the unfamiliar one)")
-    dist: bool = setting(False, "show the maze distance to the goal instead (dist:K): judging "
-                                "the last move then means comparing K with the last step's, a "
-                                "familiar task where judging takes thought")
-    cue_noise: float = setting(toy_env.CUE_NOISE,
-                               "share of its moves the demonstrator reading the cue (or dist) "
-                               "misjudges")
-    cue_misjudge: str = setting("none", "a kind of move the demonstrator reading the cue (or "
-                                        "dist) misjudges every time: revisit, every move back "
-                                        "onto a visited cell is 'negative' (a systematic "
-                                        "error; see toy_env)",
-                                list(toy_env.MISJUDGED))
+    cue: bool = setting(True, "show a hot/cold cue (cue:warmer / colder / same), so the agent "
+                              "can judge its moves: the familiar task (--no-cue: unfamiliar)")
+    dist: bool = setting(False, "show the maze distance dist:K instead: judging a move means "
+                                "comparing K with the last step's (judging takes thought)")
+    cue_noise: float = setting(toy_env.CUE_NOISE, "share of its moves the demonstrator "
+                                                  "reading the cue (or dist) misjudges")
+    cue_misjudge: str = setting("none", "moves that demonstrator always misjudges: revisit, "
+                                        "back onto a visited cell", list(toy_env.MISJUDGED))
     # the policy: a tiny GPT-2
     n_layer: int = setting(1, "transformer layers")
     n_embd: int = setting(64, "embedding width")
@@ -122,7 +105,7 @@ class Config:
     # Stage 0: behaviour cloning of the demonstrator (stands in for LLM pretraining)
     prior_episodes: int = setting(8000, "demonstrator episodes to clone (each in both formats)")
     prior_epochs: int = setting(2, "passes over the demonstration corpus (with a target: the cap)")
-    prior_guide_target: float = setting(0.0, "clone until the greedy guide's balanced accuracy on "
+    prior_guide_target: float = setting(0.0, "clone until the greedy guide's progress accuracy on "
                                              "the calibration mazes reaches this (0: no target)")
     prior_check: int = setting(25, "cloning updates between two checks of that target")
     prior_batch: int = setting(64, "sequences per cloning update")
@@ -135,26 +118,21 @@ class Config:
     schedule: str = setting("trapezoid", "trust schedule lambda(u) of the internal reward",
                             ["trapezoid", "immediate", "never", "no_anneal"])
     enter_at: float = setting(0.5, "fraction of training at which lambda starts to rise")
-    internal_reward: str = setting("guide", "r_t of sg_gr: guide, the paper's g(z_t); controls: "
-                                            "oracle, 0.1 x the true progress of the judged move "
-                                            "(also with --variant grpo: no guide slot); random, "
-                                            "drawn with the shares of the policy's own guides",
+    internal_reward: str = setting("guide", "r_t: guide, the paper's g(z_t); controls: oracle, "
+                                            "0.1 x the judged move's true progress (also with "
+                                            "--variant grpo); random, with the guides' shares",
                                    ["guide", "oracle", "random"])
     credit: str = setting("step", "trajectory: one advantage per rollout (the paper); step: "
-                                        "each action is credited only with the internal rewards "
-                                        "that judge it and later moves (see step_credit)",
-                          ["trajectory", "step"])
+                                  "see step_credit", ["trajectory", "step"])
     internal_return: str = setting("mean", "sum: the paper's sum_t r_t; mean: length-neutral guard",
                                    ["sum", "mean"])
-    guide_advantage: str = setting("env", "advantage of guide tokens: composite (paper), env "
-                                          "(guard: a guide is never paid for its own reward) or "
-                                          "none (guides trained by the KL alone)",
+    guide_advantage: str = setting("env", "guide tokens' advantage: composite (paper), env "
+                                          "(guard: R_env's alone) or none (the KL alone)",
                                    ["composite", "env", "none"])
     kl_guide: float = setting(0.1, "k3 KL weight to the prior on guide tokens (guard; paper: 0)")
     kl_action: float = setting(0.0, "k3 KL weight to the prior on action tokens")
     token_mean: str = setting("all", "all: one mean over guide and action tokens (token-level "
-                                     "GRPO); per_slot: guide and action tokens averaged apart, "
-                                     "so the guide slot does not halve the actions' weight",
+                                     "GRPO); per_slot: the two slots averaged apart",
                               ["all", "per_slot"])
     # GRPO
     iterations: int = setting(150, "GRPO iterations")
@@ -180,9 +158,8 @@ class Config:
     out: str = setting("", "run folder (default runs/<variant>-seed<seed>)")
     init_from: str = setting("", "start from this saved policy instead of the prior")
     eval_only: bool = setting(False, "only evaluate --init-from (or the prior) and exit")
-    show: int = setting(0, "print this many held-out episodes step by step (the maze, each "
-                           "guide against the truth, each move): of the trained policy after "
-                           "a run, or with --eval-only of --init-from (or the prior)")
+    show: int = setting(0, "print this many held-out episodes step by step, of the trained "
+                           "policy (with --eval-only: of --init-from or the prior)")
     paper_faithful: bool = setting(False, "the paper as written: every guard off, trajectory "
                                           "credit, one token mean")
 
@@ -204,23 +181,20 @@ class Config:
         if self.show < 0:
             raise ValueError("--show takes a count of episodes (0 or more)")
         if self.n_embd % self.n_head:
-            raise ValueError(f"--n-embd ({self.n_embd}) must be divisible by --n-head "
-                             f"({self.n_head})")
-        if not 0.0 <= self.enter_at <= 1.0:
-            raise ValueError("--enter-at is a fraction of training, in [0, 1]")
-        if not 0.0 <= self.cue_noise <= 1.0 or not 0.0 <= self.prior_guide_target <= 1.0:
-            raise ValueError("--cue-noise and --prior-guide-target are shares, in [0, 1]")
+            raise ValueError(f"--n-embd {self.n_embd} must be divisible by --n-head {self.n_head}")
+        if not all(0 <= v <= 1 for v in (self.enter_at, self.cue_noise, self.prior_guide_target)):
+            raise ValueError("--enter-at, --cue-noise and --prior-guide-target are in [0, 1]")
         if self.cue_misjudge != "none" and not (self.cue or self.dist):
-            raise ValueError("--cue-misjudge changes the demonstrator that reads the cue or the "
+            raise ValueError("--cue-misjudge changes the demonstrator reading the cue or the "
                              "distance: add --cue or --dist")
         if self.cue and self.dist:
-            raise ValueError("--dist shows the distance in place of the hot/cold cue, which "
-                             "is on by default: add --no-cue")
+            raise ValueError("--dist shows the distance in place of the cue (on by default): "
+                             "add --no-cue")
         if min(self.temperature, self.guide_temperature, self.clip, self.lr, self.prior_lr,
                self.max_grad_norm) <= 0:
             raise ValueError("--temperature, --guide-temperature, --clip, --lr, --prior-lr and "
                              "--max-grad-norm must be positive")
-        if self.kl_guide < 0 or self.kl_action < 0:
+        if min(self.kl_guide, self.kl_action) < 0:
             raise ValueError("KL weights must not be negative")
         if self.minibatches > self.tasks_per_iter * self.group_size:
             raise ValueError("--minibatches cannot exceed the rollouts per iteration")
@@ -481,10 +455,10 @@ def demonstration_corpus(cfg: Config):
 
 def clone_demonstrator(policy, tokens, slots, cfg: Config, device, desc="Stage 0 cloning"):
     """Behaviour cloning: maximise log pi of the demonstrator's guides and actions only. With
-    --prior-guide-target it stops at the first check (every --prior-check updates) at which
-    the greedy guide's balanced accuracy on the calibration mazes reaches the target, so every
-    seed's prior starts equally mature, decided from the prior alone (the cosine schedule
-    spans the cap, --prior-epochs). Returns the losses and the checks [(updates, accuracy)]."""
+    --prior-guide-target, stop at the first check (every --prior-check updates) at which the
+    greedy guide's progress accuracy on the calibration mazes reaches it: every seed's prior
+    equally mature, decided from the prior alone (the cosine schedule spans --prior-epochs,
+    the cap). Returns the losses and the checks [(updates, accuracy)]."""
     generator = torch.Generator().manual_seed(cfg.seed)
     updates = cfg.prior_epochs * math.ceil(len(tokens) / cfg.prior_batch)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.prior_lr, weight_decay=0.0)
@@ -928,11 +902,14 @@ def episode_metrics(rollouts: Rollouts) -> dict:
     for name, count in zip(GUIDES, counts):
         metrics[f"share_{name}"] = (count / counts.sum()).item()
     judged = written & (rollouts.truths >= 0)
-    correct = rollouts.guides[judged] == rollouts.truths[judged]
-    recalls = [correct[rollouts.truths[judged] == c].float().mean().item()
-               for c in range(3) if (rollouts.truths[judged] == c).any()]
+    truth, correct = rollouts.truths[judged], rollouts.guides[judged] == rollouts.truths[judged]
+    recall = {GUIDES[c]: correct[truth == c].float().mean().item() for c in range(3)
+              if (truth == c).any()}
     metrics["guide_accuracy"] = correct.float().mean().item() if judged.any() else None
-    metrics["guide_balanced_accuracy"] = sum(recalls) / len(recalls) if recalls else None
+    metrics["guide_balanced_accuracy"] = sum(recall.values()) / len(recall) if recall else None
+    # without the bumps, which greedy play makes a few times in 500 mazes: too few to estimate
+    moved = [recall[g] for g in ("positive", "negative") if g in recall]
+    metrics["guide_progress_accuracy"] = sum(moved) / len(moved) if moved else None
     # apart for the moves back onto a visited cell, which --cue-misjudge revisit gets wrong
     revisit = rollouts.revisits[judged]
     for name, kind in [("revisit", revisit), ("other", ~revisit)]:
@@ -954,11 +931,10 @@ def evaluate(policy, cfg: Config, guided: bool, greedy=True, passes=1, batch_siz
 
 
 def calibration_accuracy(policy, cfg: Config) -> float:
-    """The greedy guide's balanced accuracy on the calibration mazes, a seed range apart from
-    the training, demonstration and held-out tasks: --prior-guide-target's check."""
+    """--prior-guide-target's check: the greedy guide's progress accuracy, on Stage 0's mazes."""
     batch = rollout(policy, [CALIBRATION_SEED_BASE + i for i in range(200)], True, cfg,
                     greedy=True)
-    return episode_metrics(batch)["guide_balanced_accuracy"] or 0.0
+    return episode_metrics(batch)["guide_progress_accuracy"] or 0.0
 
 
 def concat_rollouts(parts) -> Rollouts:
@@ -1150,11 +1126,10 @@ def load_or_train_prior(cfg: Config, device):
     start = time.perf_counter()
     policy, losses = train_prior(cfg, device)
     reached = policy.config.stage0["calibration_accuracy"]
+    reached = "" if reached is None else f", calibration guide progress accuracy {reached:.3f}"
     tqdm.write(f"Stage 0 prior: {cfg.prior_episodes} demonstrations, cloned (both formats) in "
                f"{time.perf_counter() - start:.0f} s, {len(losses)} updates, final loss "
-               f"{losses[-1]:.3f}" + (f", calibration guide balanced accuracy {reached:.3f} "
-               f"(target {cfg.prior_guide_target})" if reached is not None else "")
-               + f" -> {folder}")
+               f"{losses[-1]:.3f}{reached} -> {folder}")
     if not publish_policy(policy, folder):  # another process cloned the same prior first:
         return load_policy(folder, cfg, device)  # use its copy, so every run shares one prior
     return policy

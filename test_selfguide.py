@@ -1500,6 +1500,11 @@ def test_episode_metrics_on_hand_built_rollouts():
     assert metrics["guide_accuracy_revisit"] == 0.0  # the one revisit: (2, 0), wrong
     assert metrics["guide_accuracy_other"] == pytest.approx(1 / 2)
     assert metrics["looping_episodes"] == 0.5 and metrics["revisits"] == 0.5  # one, in episode 0
+    assert metrics["guide_progress_accuracy"] == pytest.approx((1 / 2 + 0) / 2)  # no bump here
+    one_bump = sg.dataclasses.replace(rollouts, truths=torch.tensor([[-1, 0, 0], [-1, 1, -1]]))
+    metrics = sg.episode_metrics(one_bump)  # the bump (truth neutral, guide positive) is wrong:
+    assert metrics["guide_balanced_accuracy"] == pytest.approx((1 / 2 + 0) / 2)  # its recall 0
+    assert metrics["guide_progress_accuracy"] == 0.5  # the closer moves' recall alone
 
 
 def test_episode_metrics_say_none_where_a_figure_is_undefined():
@@ -1512,7 +1517,7 @@ def test_episode_metrics_say_none_where_a_figure_is_undefined():
         steps=torch.tensor([1, 1]), optimal=torch.tensor([4, 4]))
     metrics = sg.episode_metrics(unjudged)
     for key in ("steps_over_optimal", "guide_accuracy", "guide_balanced_accuracy",
-                "guide_accuracy_revisit", "guide_accuracy_other"):
+                "guide_progress_accuracy", "guide_accuracy_revisit", "guide_accuracy_other"):
         assert metrics[key] is None, key
     assert (metrics["share_positive"], metrics["share_negative"]) == (0.5, 0.5)
     assert (metrics["looping_episodes"], metrics["revisits"]) == (0.0, 0.0)
@@ -1520,6 +1525,7 @@ def test_episode_metrics_say_none_where_a_figure_is_undefined():
     metrics = sg.episode_metrics(judged_no_revisit)
     assert metrics["guide_accuracy_revisit"] is None and metrics["guide_accuracy_other"] == 0.5
     assert metrics["guide_balanced_accuracy"] == 0.5  # only "positive" moves: its recall alone
+    assert metrics["guide_progress_accuracy"] == 0.5
     unguided = sg.dataclasses.replace(unjudged, guides=torch.full((2, 2), -1))
     assert "share_positive" not in sg.episode_metrics(unguided)
     assert not any(isinstance(v, float) and math.isnan(v)
