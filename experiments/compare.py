@@ -252,6 +252,8 @@ def compare_prior(cfg: sg.Config):
     prior = sg.load_or_train_prior(cfg, sg.pick_device(cfg.device))
     results = {"ReAct": {"final": sg.evaluate(prior, cfg, guided=False), "history": []},
                "ReAct w/ SG": {"final": sg.evaluate(prior, cfg, guided=True), "history": []}}
+    stage0 = getattr(prior.config, "stage0", None) or {}  # how the prior was cloned, if recorded
+    results["ReAct w/ SG"]["final"].update({f"prior_{k}": v for k, v in stage0.items()})
     sg.write_atomic(unit_path(cfg), json.dumps(results))
 
 
@@ -319,6 +321,7 @@ def compare_table(per_seed: list[dict], baselines=("GRPO", "GRPO w/ SG")) -> str
     against the same slot at lambda = 0."""
     columns = [("success", "held-out success", 3), ("steps_over_optimal", "steps / optimal", 2),
                ("guide_balanced_accuracy", "guide bal. acc.", 3),
+               ("guide_progress_accuracy", "guide progress acc.", 3),
                ("share_positive", "positive guides", 2)]
     baselines = [b for b in baselines if b in per_seed[0]] if len(per_seed) > 1 else []
     lines = [f"| row | {columns[0][1]} | " + "".join(f"vs {b} [95% CI] | " for b in baselines) +
@@ -337,6 +340,9 @@ def compare_table(per_seed: list[dict], baselines=("GRPO", "GRPO w/ SG")) -> str
             cells.insert(1 + k, "-" if row == baseline else interval_text(differences))
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+PROGRESS = "guide_progress_accuracy"  # bumps left out (selfguide.episode_metrics)
 
 
 def co_evolution(per_seed: list[dict]) -> list[str]:
@@ -364,9 +370,13 @@ def co_evolution(per_seed: list[dict]) -> list[str]:
         correlations = [pearson([m["success"] for _, m in s[row]["history"]],
                                 [m["guide_balanced_accuracy"] for _, m in s[row]["history"]])
                         for s in per_seed]
+        progress = [(s["ReAct w/ SG"]["final"].get(PROGRESS), s[row]["final"].get(PROGRESS))
+                    for s in per_seed]
         lines.append(f"{row.strip()}: guide balanced accuracy {start:.3f} (prior) -> {final:.3f}; "
                      f"correlation with held-out success over its evaluations "
-                     f"{mean_and_spread(correlations)[0]:+.2f} (mean over seeds)")
+                     f"{mean_and_spread(correlations)[0]:+.2f} (mean over seeds)" +
+                     ("" if None in progress[0] else "; progress accuracy {:.3f} -> {:.3f}".format(
+                         *(mean_and_spread(column)[0] for column in zip(*progress)))))
     return lines
 
 

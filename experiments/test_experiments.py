@@ -88,6 +88,12 @@ def test_co_evolution_reports_the_captured_share_and_the_accuracy_trend():
     worse = compare.co_evolution([seed(0.30, 0.28, 0.40, [0.5, 0.6, 0.7])] * 2)
     assert "gains -0.020 and the oracle's +0.100: the guide captures none" in worse[0]
     assert "0.500 (prior) -> 0.600" in lines[1] and "+0.00" in lines[1]  # r = +1 and -1
+    assert "progress accuracy" not in lines[1]  # not in these results: not printed
+    with_progress = [seed(0.30, 0.32, 0.40, [0.5, 0.6, 0.7]) for _ in range(2)]
+    for s, (start, end) in zip(with_progress, [(0.75, 0.8), (0.85, 0.9)]):
+        s["ReAct w/ SG"]["final"]["guide_progress_accuracy"] = start
+        s["GRPO w/ SG & GR"]["final"]["guide_progress_accuracy"] = end
+    assert "; progress accuracy 0.800 -> 0.850" in compare.co_evolution(with_progress)[1]
     assert compare.pearson([1, 2, 3], [2, 4, 7]) == pytest.approx(0.9934, abs=1e-4)
     assert compare.pearson([1, 1, 1], [2, 4, 7]) is None
     assert compare.pearson([2, 4, 7], [1, 1, 1]) is None  # either list constant
@@ -153,26 +159,28 @@ def test_compare_table_is_exact_markdown_for_one_seed_and_for_several():
             "GRPO": {"final": {"success": 0.5, "steps_over_optimal": 1.25,
                                "share_positive": None}},
             "GRPO w/ SG": {"final": {"success": 0.75, "steps_over_optimal": 1.5,
-                                     "guide_balanced_accuracy": 0.875, "share_positive": 0.625}}}
+                                     "guide_balanced_accuracy": 0.875,
+                                     "guide_progress_accuracy": 0.9375, "share_positive": 0.625}}}
     assert compare.compare_table([seed]) == "\n".join([
-        "| row | held-out success | steps / optimal | guide bal. acc. | positive guides |",
-        "|---|---|---|---|---|",
-        "| ReAct | 0.250 | - | - | - |",
-        "| GRPO | 0.500 | 1.25 | - | - |",
-        "| GRPO w/ SG | 0.750 | 1.50 | 0.875 | 0.62 |"])
+        "| row | held-out success | steps / optimal | guide bal. acc. | guide progress acc. "
+        "| positive guides |",
+        "|---|---|---|---|---|---|",
+        "| ReAct | 0.250 | - | - | - | - |",
+        "| GRPO | 0.500 | 1.25 | - | - | - |",
+        "| GRPO w/ SG | 0.750 | 1.50 | 0.875 | 0.938 | 0.62 |"])
     other = json.loads(json.dumps(seed))
     for row, value in [("ReAct", 0.35), ("GRPO", 0.4), ("GRPO w/ SG", 0.85)]:
         other[row]["final"]["success"] = value
     # GRPO w/ SG - GRPO: +0.25 and +0.45, sd 0.1414, half-width 12.706 x 0.1414 / sqrt(2)
     assert compare.compare_table([seed, other]) == "\n".join([
         "| row | held-out success | vs GRPO [95% CI] | vs GRPO w/ SG [95% CI] | steps / optimal "
-        "| guide bal. acc. | positive guides |",
-        "|---|---|---|---|---|---|---|",
+        "| guide bal. acc. | guide progress acc. | positive guides |",
+        "|---|---|---|---|---|---|---|---|",
         "| ReAct | 0.300 ± 0.071 | -0.150 [-1.421, +1.121] | -0.500 [-0.500, -0.500] | - | - "
-        "| - |",
-        "| GRPO | 0.450 ± 0.071 | - | -0.350 [-1.621, +0.921] | 1.25 ± 0.00 | - | - |",
+        "| - | - |",
+        "| GRPO | 0.450 ± 0.071 | - | -0.350 [-1.621, +0.921] | 1.25 ± 0.00 | - | - | - |",
         "| GRPO w/ SG | 0.800 ± 0.071 | +0.350 [-0.921, +1.621] | - | 1.50 ± 0.00 "
-        "| 0.875 ± 0.000 | 0.62 ± 0.00 |"])
+        "| 0.875 ± 0.000 | 0.938 ± 0.000 | 0.62 ± 0.00 |"])
 
 
 # --- trunk sharing: rows branch off the lambda = 0 prefix they share ---
