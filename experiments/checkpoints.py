@@ -6,7 +6,7 @@ the paper's error analysis (how often episodes loop) over training.
 
     python experiments/checkpoints.py --seeds 5 --seed 600 --workers 2 --out runs/K-default
     python experiments/checkpoints.py --seeds 5 --seed 600 --workers 2 --dist --no-cue \\
-        --prior-epochs 3 --out runs/K-immature
+        --prior-epochs 3 --prior-guide-target 0.8 --prior-check 10 --out runs/K-immature
     python experiments/checkpoints.py --help      # selfguide.py's settings, then these
 
 The full method is trained per seed from that seed's prior, exactly as selfguide.py trains
@@ -93,10 +93,14 @@ def mean_cell(values, digits=3) -> str:
 
 
 def tables(per_seed: list[dict]) -> str:
-    """The steering table (guide source x fixed policy) and the own-play table with loops."""
-    lines = ["| guides written by | the prior's moves: success | vs the prior's own guides "
-             "[95% CI] | their guides' bal. acc. | the final policy's moves: success | vs "
-             "the prior's guides [95% CI] | their guides' bal. acc. |",
+    """The steering table (guide source x fixed policy) and the own-play table with loops.
+    The guide's accuracy is its progress accuracy (the balanced one in results made before
+    the progress accuracy was recorded)."""
+    key, label = ((compare.PROGRESS, "progress acc.") if compare.PROGRESS in per_seed[0]["own"][0]
+                  else ("guide_balanced_accuracy", "bal. acc."))
+    lines = [f"| guides written by | the prior's moves: success | vs the prior's own guides "
+             f"[95% CI] | their guides' {label} | the final policy's moves: success | vs "
+             f"the prior's guides [95% CI] | their guides' {label} |",
              "|---|---|---|---|---|---|---|"]
     for k, name in enumerate(NAMES):
         cells = []
@@ -105,15 +109,15 @@ def tables(per_seed: list[dict]) -> str:
             success = [r[k]["success"] for r in runs]
             cells += [mean_cell(success),
                       "-" if k == 0 else interval_cell(success, [r[0]["success"] for r in runs]),
-                      mean_cell([r[k]["guide_balanced_accuracy"] for r in runs])]
+                      mean_cell([r[k][key] for r in runs])]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += ["", "| checkpoint, playing alone | success with its guides | without | guide "
-              "bal. acc. | looping episodes | revisits per episode |", "|---|---|---|---|---|---|"]
+    lines += ["", f"| checkpoint, playing alone | success with its guides | without | guide "
+              f"{label} | looping episodes | revisits per episode |", "|---|---|---|---|---|---|"]
     for k, name in enumerate(NAMES):
         own = [s["own"][k] for s in per_seed]
         lines.append(f"| {name} | {mean_cell([m['success'] for m in own])} | "
                      f"{mean_cell([s['unguided'][k]['success'] for s in per_seed])} | "
-                     f"{mean_cell([m['guide_balanced_accuracy'] for m in own])} | "
+                     f"{mean_cell([m[key] for m in own])} | "
                      f"{mean_cell([m['looping_episodes'] for m in own])} | "
                      f"{mean_cell([m['revisits'] for m in own], 2)} |")
     return "\n".join(lines)

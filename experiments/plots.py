@@ -94,11 +94,12 @@ def plot_co_evolution(folder: Path, figure_path: Path):
     the held-out greedy guide at each evaluation. Right: the training rollouts' sampled guides,
     each point the mean of --eval-every iterations (from the rows' logs). The accuracy is on
     the moves the prior misjudges (--cue-misjudge revisit) where there are such, else the
-    balanced accuracy."""
+    progress accuracy (the balanced one in results made before it was recorded)."""
     plt = pyplot()
     results = json.loads((folder / "compare.json").read_text())
     per_seed, cfg, seeds = results["per_seed"], results["config"], results["seeds"]
     key = ("guide_accuracy_revisit" if cfg.get("cue_misjudge", "none") != "none"
+           else compare.PROGRESS if compare.PROGRESS in per_seed[0]["ReAct w/ SG"]["final"]
            else "guide_balanced_accuracy")
     rows = [row for row in per_seed[0] if per_seed[0][row]["history"]
             and per_seed[0][row]["final"].get(key) is not None]

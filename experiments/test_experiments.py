@@ -314,6 +314,7 @@ def test_checkpoints_steer_fixed_policies_and_the_run_is_selfguides_own(tmp_path
     assert rows[-1][1] == seed["final_metrics"]
     table = (tmp_path / "k" / "checkpoints.md").read_text()
     assert table.count("\n| final |") == 2 and table.count("\n| 25% |") == 2
+    assert table.count("progress acc.") == 3 and "bal. acc." not in table
     assert "written to" in capsys.readouterr().out
 
 
@@ -351,14 +352,15 @@ def test_plot_of_a_comparison_draws_its_figures_into_its_folder(tmp_path, monkey
         assert (out / name).stat().st_size > 10_000
 
 
-def synthetic_comparison(folder: Path, seeds=(0, 1, 2), evals=(2, 4, 6), eval_every=2):
+def synthetic_comparison(folder: Path, seeds=(0, 1, 2), evals=(2, 4, 6), eval_every=2,
+                         key="guide_accuracy_revisit"):
     """A compare.json and the rows' logs with every number different (drawn at random), so
-    a figure that draws the wrong row, seed, iteration or baseline is seen. The accuracy is on
-    the revisits (--cue-misjudge revisit), undefined (None) at some points as it can be."""
+    a figure that draws the wrong row, seed, iteration or baseline is seen. The accuracy
+    (`key`: on the revisits with --cue-misjudge revisit, else the progress accuracy) is
+    undefined (None) at some points, as it can be."""
     import random
     rng = random.Random(0)
     value = lambda: round(rng.random(), 4)  # noqa: E731
-    key = "guide_accuracy_revisit"
     per_seed = []
     for seed in seeds:
         rows = {}
@@ -378,7 +380,7 @@ def synthetic_comparison(folder: Path, seeds=(0, 1, 2), evals=(2, 4, 6), eval_ev
             rows["GRPO w/ SG"]["history"][0][1][key] = None
         per_seed.append(rows)
     config = {"size": 5, "min_distance": 4, "max_steps": 8, "cue": True, "dist": False,
-              "cue_misjudge": "revisit", "eval_every": eval_every}
+              "cue_misjudge": "revisit" if "revisit" in key else "none", "eval_every": eval_every}
     (folder / "compare.json").write_text(json.dumps(
         {"config": config, "seeds": list(seeds), "per_seed": per_seed}))
     return json.loads((folder / "compare.json").read_text())["per_seed"], key
@@ -389,14 +391,15 @@ def mean_of_defined(values):
     return sum(values) / len(values)
 
 
-def test_plot_of_a_comparison_draws_its_own_numbers(tmp_path, monkeypatch):
+@pytest.mark.parametrize("key", ["guide_accuracy_revisit", "guide_progress_accuracy"])
+def test_plot_of_a_comparison_draws_its_own_numbers(tmp_path, monkeypatch, key):
     """compare.png: each row's success minus GRPO's on the same seed, mean over seeds, from
     the prior (iteration 0: ReAct w/ SG minus ReAct) to the end. co-evolution.png: each
     guided row's mean path through (success, guide accuracy), held-out from the prior on,
     and in training as means over windows of --eval-every iterations of its log."""
     pytest.importorskip("matplotlib", reason=MATPLOTLIB)
     figures = drawn(monkeypatch)
-    per_seed, key = synthetic_comparison(tmp_path)
+    per_seed, key = synthetic_comparison(tmp_path, key=key)
     mean = mean_of_defined
     plots.main([str(tmp_path)])
     lines = labelled_lines(figures["compare.png"])
