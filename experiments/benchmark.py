@@ -106,7 +106,7 @@ def main(argv=None):
     start = time.perf_counter()
     corpus = sg.demonstration_corpus(cfg)
     corpus_seconds = time.perf_counter() - start
-    losses = sg.clone_demonstrator(sg.make_policy(cfg).to(device), *corpus, cfg, device)
+    losses, _ = sg.clone_demonstrator(sg.make_policy(cfg).to(device), *corpus, cfg, device)
     print(f"Stage 0: {cfg.prior_episodes} demonstrations in {corpus_seconds:.1f} s, cloning "
           f"{len(losses)} updates in {time.perf_counter() - start - corpus_seconds:.1f} s "
           f"(loss {losses[0]:.3f} -> {losses[-1]:.3f}), total {time.perf_counter() - start:.1f} s")
