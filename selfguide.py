@@ -11,7 +11,7 @@ The agent is a tiny GPT-2 (transformers' GPT2LMHeadModel) and the world a text m
 (toy_env.py) whose true shortest-path distances let us score every self-assessment: something
 the paper could not measure.
 
-    python selfguide.py                       # the full method, prior included (~1 min, CPU)
+    python selfguide.py                       # the full method, prior included (1-2 min, CPU)
     python selfguide.py --variant grpo        # env reward only; also: sg (guide, lambda = 0)
     python selfguide.py --no-cue              # a maze whose moves the agent cannot judge
     python selfguide.py --no-cue --dist --prior-epochs 8  # judging takes thought: dist:K
