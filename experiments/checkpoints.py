@@ -22,7 +22,6 @@ import dataclasses
 import json
 import signal
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
@@ -32,26 +31,13 @@ import transformers  # noqa: E402
 
 import compare  # noqa: E402
 import selfguide as sg  # noqa: E402
-from selfguide import setting  # noqa: E402
 
 FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)  # of training: the checkpoints that write guides
 NAMES = ["prior", "25%", "50%", "75%", "final"]
 
 
-@dataclass
-class Experiment:
-    """This experiment's own settings; every other flag is one of selfguide.py's."""
-    seeds: int = setting(5, "seeds (each with its own prior and run), from --seed on")
-    workers: int = setting(1, "seeds run in parallel processes (1 thread each)")
-
-    def __post_init__(self):
-        for name in ("seeds", "workers"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name} must be at least 1")
-
-
-def parse_args(argv=None) -> tuple[sg.Config, Experiment]:
-    cfg, exp = compare.parse_settings(argv, Experiment, __doc__.split("\n\n")[0],
+def parse_args(argv=None) -> tuple[sg.Config, compare.Seeds]:
+    cfg, exp = compare.parse_settings(argv, compare.Seeds, __doc__.split("\n\n")[0],
                                       "runs/checkpoints")
     if cfg.variant != "sg_gr":
         raise SystemExit("error: the checkpoints are the full method's: --variant sg_gr")

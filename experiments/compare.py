@@ -41,7 +41,20 @@ from selfguide import setting  # noqa: E402
 
 
 @dataclass
-class Experiment:
+class Seeds:
+    """An experiment over seeds (checkpoints.py, priors.py): its own settings; every other flag
+    is one of selfguide.py's (sg.Config)."""
+    seeds: int = setting(5, "seeds (each with its own prior), from --seed on")
+    workers: int = setting(1, "seeds run in parallel processes (1 thread each)")
+
+    def __post_init__(self):
+        for name in ("seeds", "workers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name} must be at least 1")
+
+
+@dataclass
+class Experiment(Seeds):
     """The comparison's own settings; every other flag is one of selfguide.py's (sg.Config)."""
     seeds: int = setting(3, "seeds (each with its own prior), from --seed on")
     rows: str = setting("paper", "paper (every row of ROWS), core (GRPO, GRPO w/ SG, GRPO w/ SG "
@@ -53,13 +66,7 @@ class Experiment:
                         ["paper", "core", "oracle", "slot", "sampling"])
     controls: bool = setting(False, "add the control rows (oracle and random reward)")
     guards: bool = setting(False, "add the guard ablation rows")
-    workers: int = setting(1, "seeds trained in parallel processes (1 thread each)")
     quick: bool = setting(False, "a smaller preset for a laptop demo: see QUICK")
-
-    def __post_init__(self):
-        for name in ("seeds", "workers"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name} must be at least 1")
 
 
 QUICK = {"seeds": 2, "workers": 2, "rows": "core"}

@@ -13,30 +13,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
 
 import compare  # noqa: E402
 import selfguide as sg  # noqa: E402
-from selfguide import setting  # noqa: E402
 
 
-@dataclass
-class Experiment:
-    """This experiment's own settings; every other flag is one of selfguide.py's."""
-    seeds: int = setting(5, "seeds (each with its own prior), from --seed on")
-    workers: int = setting(1, "seeds cloned in parallel processes (1 thread each)")
-
-    def __post_init__(self):
-        for name in ("seeds", "workers"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name} must be at least 1")
-
-
-def parse_args(argv=None) -> tuple[sg.Config, Experiment]:
-    return compare.parse_settings(argv, Experiment, __doc__.split("\n\n")[0], "runs/priors-table")
+def parse_args(argv=None) -> tuple[sg.Config, compare.Seeds]:
+    return compare.parse_settings(argv, compare.Seeds, __doc__.split("\n\n")[0],
+                                  "runs/priors-table")
 
 
 COLUMNS = [("prior_updates", "cloning updates", 0),
