@@ -82,8 +82,8 @@ def tables(per_seed: list[dict]) -> str:
     """The steering table (guide source x fixed policy) and the own-play table with loops.
     The guide's accuracy is its progress accuracy (the balanced one in results made before
     the progress accuracy was recorded)."""
-    key, label = ((compare.PROGRESS, "progress acc.") if compare.PROGRESS in per_seed[0]["own"][0]
-                  else ("guide_balanced_accuracy", "bal. acc."))
+    key = compare.guide_accuracy_key(per_seed[0]["own"][0])
+    label = "progress acc." if key == compare.PROGRESS else "bal. acc."
     lines = [f"| guides written by | the prior's moves: success | vs the prior's own guides "
              f"[95% CI] | their guides' {label} | the final policy's moves: success | vs "
              f"the prior's guides [95% CI] | their guides' {label} |",

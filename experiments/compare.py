@@ -352,6 +352,12 @@ def compare_table(per_seed: list[dict], baselines=("GRPO", "GRPO w/ SG")) -> str
 PROGRESS = "guide_progress_accuracy"  # bumps left out (selfguide.episode_metrics)
 
 
+def guide_accuracy_key(metrics: dict) -> str:
+    """The guide's accuracy to show: the progress accuracy, or the balanced one in results
+    made before the progress accuracy was recorded."""
+    return PROGRESS if PROGRESS in metrics else "guide_balanced_accuracy"
+
+
 def co_evolution(per_seed: list[dict]) -> list[str]:
     """What the table cannot show at a glance: how much of the oracle's gain the guide's own
     reward captures, and whether each guide got more accurate as its policy got better."""
@@ -377,13 +383,13 @@ def co_evolution(per_seed: list[dict]) -> list[str]:
         correlations = [pearson([m["success"] for _, m in s[row]["history"]],
                                 [m["guide_balanced_accuracy"] for _, m in s[row]["history"]])
                         for s in per_seed]
-        progress = [(s["ReAct w/ SG"]["final"].get(PROGRESS), s[row]["final"].get(PROGRESS))
-                    for s in per_seed]
+        progress = [mean_and_spread([s[r]["final"].get(PROGRESS) for s in per_seed])[0]
+                    for r in ("ReAct w/ SG", row)]
         lines.append(f"{row.strip()}: guide balanced accuracy {start:.3f} (prior) -> {final:.3f}; "
                      f"correlation with held-out success over its evaluations "
                      f"{mean_and_spread(correlations)[0]:+.2f} (mean over seeds)" +
-                     ("" if None in progress[0] else "; progress accuracy {:.3f} -> {:.3f}".format(
-                         *(mean_and_spread(column)[0] for column in zip(*progress)))))
+                     ("" if PROGRESS not in per_seed[0][row]["final"] else
+                      f"; progress accuracy {progress[0]:.3f} -> {progress[1]:.3f}"))
     return lines
 
 

@@ -99,8 +99,7 @@ def plot_co_evolution(folder: Path, figure_path: Path):
     results = json.loads((folder / "compare.json").read_text())
     per_seed, cfg, seeds = results["per_seed"], results["config"], results["seeds"]
     key = ("guide_accuracy_revisit" if cfg.get("cue_misjudge", "none") != "none"
-           else compare.PROGRESS if compare.PROGRESS in per_seed[0]["ReAct w/ SG"]["final"]
-           else "guide_balanced_accuracy")
+           else compare.guide_accuracy_key(per_seed[0]["ReAct w/ SG"]["final"]))
     rows = [row for row in per_seed[0] if per_seed[0][row]["history"]
             and per_seed[0][row]["final"].get(key) is not None]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.8), sharey=True)
