@@ -178,6 +178,17 @@ def test_unknown_action_names_valid_ones_and_changes_nothing():
     env.step("north")  # the episode is still usable
 
 
+def test_a_turn_without_a_move_is_a_bump_that_counts_as_a_step():
+    """step(None), a free-text reply that names no move: the agent stays, the cue says same."""
+    env = GridWorld(cue=True, max_steps=2)
+    _, start = env.reset(seed=3)
+    observation, reward, terminated, truncated, info = env.step(None)
+    assert (reward, terminated, truncated) == (0.0, False, False)
+    assert info["position"] == start["position"] and info["bumped"] and info["progress"] == 0
+    assert info["steps"] == 1 and observation.endswith("cue:same")
+    assert env.step(None)[3]  # truncated after max_steps turns, moves or not
+
+
 def test_step_after_end_or_before_reset_says_call_reset():
     with pytest.raises(RuntimeError, match="reset"):
         GridWorld().step("north")

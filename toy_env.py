@@ -199,16 +199,17 @@ class GridWorld:
         info = self._info(progress=0, bumped=False, revisited=False)
         return self._observe(), info
 
-    def step(self, action: str):
-        """Move one cell; a wall or the edge leaves the agent where it was (`info['bumped']`)."""
-        if action not in MOVES:
+    def step(self, action: str | None):
+        """Move one cell; a wall or the edge leaves the agent where it was (`info['bumped']`),
+        and so does None: a turn that names no move (a free-text reply without one)."""
+        if action is not None and action not in MOVES:
             raise ValueError(f"unknown action {action!r}; valid actions are {', '.join(ACTIONS)}")
         if self._done:
             raise RuntimeError("the episode has ended (or never started): call reset() first")
         before = self._distance[self._position]
-        dr, dc = MOVES[action]
+        dr, dc = MOVES.get(action, (0, 0))
         target = (self._position[0] + dr, self._position[1] + dc)
-        bumped = target not in self._open
+        bumped = action is None or target not in self._open
         if not bumped:
             self._position = target
         revisited = not bumped and target in self._visited
