@@ -106,7 +106,11 @@ def process_count() -> int:
 
 def parse_config(argv=None) -> sg.Config:
     """selfguide.py's command line, with the settings TRL cannot run refused in one line."""
-    cfg = sg.parse_config(argv)
+    return check_config(sg.parse_config(argv))
+
+
+def check_config(cfg: sg.Config) -> sg.Config:
+    """The settings TRL cannot run refused in one line; the KL as TRL's beta runs it."""
     for name, instead in REFUSED.items():
         if getattr(cfg, name) not in (False, ""):
             raise SystemExit(f"error: --{name.replace('_', '-')} is not run by the TRL bridge; "
@@ -260,21 +264,23 @@ def make_trainer_class():
             return output
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            """TRL's bnpo loss is this process's token sum over its own token count; DDP then
-            averages the P gradients. Rescaled here to the token sum over the token count of
-            the whole minibatch across processes (times P, which DDP's average divides out),
-            the loss of one process holding the whole minibatch. On one process the factor
-            is exactly 1."""
             loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-            mask = inputs["completion_mask"]
-            if "tool_mask" in inputs:
-                mask = mask * inputs["tool_mask"]
-            local = mask.sum().float()
-            total = self.accelerator.reduce(local.clone(), reduction="sum")
-            processes = self.accelerator.num_processes
-            return loss * local.clamp(min=1.0) * processes / total.clamp(min=1.0)
+            return whole_minibatch_loss(loss, inputs, self.accelerator)
 
     return SelfGuideGRPOTrainer
+
+
+def whole_minibatch_loss(loss, inputs, accelerator):
+    """TRL's bnpo loss is this process's token sum over its own token count; DDP then
+    averages the P gradients. Rescaled here to the token sum over the token count of the
+    whole minibatch across processes (times P, which DDP's average divides out), the loss of
+    one process holding the whole minibatch. On one process the factor is exactly 1."""
+    mask = inputs["completion_mask"]
+    if "tool_mask" in inputs:
+        mask = mask * inputs["tool_mask"]
+    local = mask.sum().float()
+    total = accelerator.reduce(local.clone(), reduction="sum")
+    return loss * local.clamp(min=1.0) * accelerator.num_processes / total.clamp(min=1.0)
 
 
 def grpo_config(cfg: sg.Config, out: Path, device):
@@ -305,11 +311,14 @@ def grpo_config(cfg: sg.Config, out: Path, device):
 
 # --- Training and evaluation ---
 
-def selfguide_callbacks(trainer, cfg: sg.Config) -> list:
+def selfguide_callbacks(trainer, cfg: sg.Config, evaluate=None, describe=sg.format_metrics,
+                        name: str = "TRL") -> list:
     """Callbacks that make TRL's loop report as selfguide.py does: held-out evaluations every
     --eval-every iterations into the trainer's records (the final score is the mean of the
     last --final-evals), one line each, TRL's own metrics (KL, clip ratios, entropy, ...)
-    into the same records instead of a dict printed under the progress bar."""
+    into the same records instead of a dict printed under the progress bar. evaluate(model)
+    gives the metrics (default: selfguide's evaluate), describe(metrics) their line."""
+    evaluate = evaluate or (lambda model: sg.evaluate(model, cfg, cfg.guided))
     from transformers import TrainerCallback
     from transformers.trainer_callback import ProgressCallback
 
@@ -323,10 +332,10 @@ def selfguide_callbacks(trainer, cfg: sg.Config) -> list:
             if iteration % cfg.eval_every == 0 or iteration == cfg.iterations:
                 start = time.perf_counter()
                 record = trainer.records[-1]
-                record["eval"] = sg.evaluate(trainer.model, cfg, cfg.guided)
+                record["eval"] = evaluate(trainer.model)
                 record["eval_seconds"] = time.perf_counter() - start
-                tqdm.write(f"TRL {cfg.variant} seed {cfg.seed} iter {iteration:4d}  lambda "
-                           f"{record['trust']:.2f}  held-out {sg.format_metrics(record['eval'])}")
+                tqdm.write(f"{name} {cfg.variant} seed {cfg.seed} iter {iteration:4d}  lambda "
+                           f"{record['trust']:.2f}  held-out {describe(record['eval'])}")
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             # TRL's share of zero-std groups reads G consecutive rows as a group, which the
@@ -350,20 +359,14 @@ def weights_spread(model, accelerator) -> float:
     return (highest - lowest).max().item()
 
 
-def main(argv=None):
-    check_trl()
-    cfg = parse_config(argv)
-    sg.check_transformers(sg.transformers.__version__)
+def start_processes(cfg: sg.Config):
+    """accelerate's process state (one process, or those the launcher started: each its own
+    GPU), and this process's device; then the libraries' notices quietened."""
     from accelerate import PartialState
-    state = PartialState(cpu=sg.pick_device(cfg.device).type == "cpu")  # starts the processes' group
-    device, main_process = state.device, state.is_main_process  # each process its own GPU
-    out = Path(cfg.out or f"runs/trl-{cfg.variant}-seed{cfg.seed}")
-    sg.writable_folder(cfg.prior_cache, "--prior-cache")
-    sg.writable_folder(out, "--out")
+    from transformers.utils import logging as transformers_logging
+    state = PartialState(cpu=sg.pick_device(cfg.device).type == "cpu")  # starts the group
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    from datasets import Dataset
-    from transformers.utils import logging as transformers_logging
     transformers_logging.set_verbosity_error()  # the Trainer's notices about a tiny model
     # TRL gives the model a pad token, after which transformers warns that the rollout passes
     # no attention mask; the rollout pads only episodes that have ended, whose tokens nothing
@@ -372,31 +375,21 @@ def main(argv=None):
     # TRL 1.16 still calls transformers' old gradient-checkpointing names: nothing a user can change
     warnings.filterwarnings("ignore", message=".*gradient_checkpointing.* is deprecated",
                             category=FutureWarning)
-    sg.seed_everything(cfg.seed)
-    with state.main_process_first():  # the main process clones the prior, the others load it
-        sg.load_or_train_prior(cfg, device)
-    prior_folder = Path(cfg.prior_cache) / f"prior-{sg.prior_key(cfg)}"
-    policy = sg.load_policy(prior_folder, cfg, device)  # TRL builds its reference from this path
-    before = []
-    if main_process:
-        before = [("prior, no guide (ReAct)", sg.evaluate(policy, cfg, guided=False)),
-                  ("prior, guide (ReAct w/ SG)", sg.evaluate(policy, cfg, guided=True))]
-        for name, metrics in before:
-            tqdm.write(f"{name}: {sg.format_metrics(metrics)}")
-    trainer = make_trainer_class()(
-        model=policy, processing_class=sg.build_tokenizer(),
-        reward_funcs=[success_reward, guide_reward], args=grpo_config(cfg, out, device),
-        train_dataset=Dataset.from_dict({"prompt": [str(s) for s in task_seeds(cfg)]}),
-        rollout_func=make_rollout_func(cfg, device), selfguide_config=cfg)
-    for callback in selfguide_callbacks(trainer, cfg):
-        trainer.add_callback(callback)
+    return state, state.device
+
+
+def train_and_report(make_trainer, state, report, save):
+    """Build the trainer, train, check that every process ends with the same weights, and
+    let the main process report (report(trainer, minutes) -> its rows). Ctrl-C saves what is
+    trained (save(model)). The trainer is built here so that this function holds its only
+    reference, which it drops before the processes' group is closed."""
+    trainer = make_trainer()
     start = time.perf_counter()
     try:
         trainer.train()
     except KeyboardInterrupt:
-        if main_process:
-            sg.save_policy(trainer.model, out)
-            print(f"\nstopped by Ctrl-C; the policy trained so far is saved in {out}")
+        if state.is_main_process:
+            save(trainer.model)
         return None
     minutes = (time.perf_counter() - start) / 60
     spread = weights_spread(trainer.model, trainer.accelerator)
@@ -404,15 +397,54 @@ def main(argv=None):
         raise SystemExit(f"error: the {state.num_processes} processes ended with different "
                          f"weights (largest difference {spread:.3g})")
     if state.num_processes == 1:
-        return report(trainer, cfg, out, before, minutes)
+        return report(trainer, minutes)
     with state.main_process_first():  # the others wait for the main process's report
-        rows = report(trainer, cfg, out, before, minutes) if main_process else None
+        rows = report(trainer, minutes) if state.is_main_process else None
     # then every process frees the DDP model and its process group before it exits: gloo's
     # threads, left to the interpreter's exit, abort the process now and then
     del trainer
     gc.collect()
     torch.distributed.destroy_process_group()
     return rows
+
+
+def main(argv=None):
+    check_trl()
+    cfg = parse_config(argv)
+    sg.check_transformers(sg.transformers.__version__)
+    state, device = start_processes(cfg)
+    out = Path(cfg.out or f"runs/trl-{cfg.variant}-seed{cfg.seed}")
+    sg.writable_folder(cfg.prior_cache, "--prior-cache")
+    sg.writable_folder(out, "--out")
+    from datasets import Dataset
+    sg.seed_everything(cfg.seed)
+    with state.main_process_first():  # the main process clones the prior, the others load it
+        sg.load_or_train_prior(cfg, device)
+    prior_folder = Path(cfg.prior_cache) / f"prior-{sg.prior_key(cfg)}"
+    policy = sg.load_policy(prior_folder, cfg, device)  # TRL builds its reference from this path
+    before = []
+    if state.is_main_process:
+        before = [("prior, no guide (ReAct)", sg.evaluate(policy, cfg, guided=False)),
+                  ("prior, guide (ReAct w/ SG)", sg.evaluate(policy, cfg, guided=True))]
+        for name, metrics in before:
+            tqdm.write(f"{name}: {sg.format_metrics(metrics)}")
+
+    def make_trainer():
+        trainer = make_trainer_class()(
+            model=policy, processing_class=sg.build_tokenizer(),
+            reward_funcs=[success_reward, guide_reward], args=grpo_config(cfg, out, device),
+            train_dataset=Dataset.from_dict({"prompt": [str(s) for s in task_seeds(cfg)]}),
+            rollout_func=make_rollout_func(cfg, device), selfguide_config=cfg)
+        for callback in selfguide_callbacks(trainer, cfg):
+            trainer.add_callback(callback)
+        return trainer
+
+    def save(model):
+        sg.save_policy(model, out)
+        print(f"\nstopped by Ctrl-C; the policy trained so far is saved in {out}")
+    return train_and_report(make_trainer, state,
+                            lambda trainer, minutes: report(trainer, cfg, out, before, minutes),
+                            save)
 
 
 def report(trainer, cfg: sg.Config, out: Path, before: list, minutes: float) -> list:
