@@ -30,6 +30,7 @@ PARSERS = {  # every script the docs run: the function of it that reads its comm
     "experiments/paired.py": "parse_args",
     "experiments/priors.py": "parse_args",
     "examples/trl_selfguide.py": "parse_config",
+    "examples/trl_freetext.py": "parse_config",
     ".ci/student.py": "parse_args",
 }
 PLACEHOLDER = re.compile(r"^[A-Z]{1,3}$|\.\.\.")  # S, LR, ... in prose: a pattern, not a command

@@ -1,0 +1,372 @@
+"""Tests for examples/trl_freetext.py, the free-text path on TRL. The format's tests need
+only transformers; those that train need the optional extra trl==1.16.0 and are skipped,
+with the reason, without it.
+
+    pip install trl==1.16.0 && python -m pytest -q examples/
+"""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import selfguide as sg  # noqa: E402
+from test_selfguide import TINY_ARGS, tiny_config  # noqa: E402
+
+freetext = pytest.importorskip("trl_freetext", reason="examples/trl_freetext.py is not here")
+
+REPLIES = ["Assessment: positive, that got me closer\nMove: east",
+           "Assessment: a negative step, wrong way\nMove: north",
+           "Assessment: neutral, no progress\nMove: south",
+           "Move: west"]
+OBSERVATIONS = ["at:1,0 goal:3,4 walls:W", "at:1,1 goal:3,4 walls:none",
+                "at:2,1 goal:3,4 walls:NE"]
+
+
+def corpus():
+    texts = [freetext.system_prompt(True), freetext.system_prompt(False),
+             "at:0123456789, goal: walls:NESW none cue:start warmer colder same up"]
+    return (texts + REPLIES + OBSERVATIONS) * 3
+
+
+def tokenizers():
+    """The two kinds built in code: one token per word, and subword BPEs: a small one whose
+    pieces cut words apart, and a larger one whose pieces straddle the assessment's end
+    ('closer\\nMove:' is one piece)."""
+    return {"words": freetext.build_tokenizer("words", corpus()),
+            "bpe": freetext.build_tokenizer("bpe", corpus(), vocab=150),
+            "bpe-merged": freetext.build_tokenizer("bpe", corpus(), vocab=300)}
+
+
+# --- The format: reading a reply, spans, the environment's turns ---
+
+@pytest.mark.parametrize("text, guide", [
+    ("positive, that got me closer", 0), ("a negative step", 2), ("neutral, no progress", 1),
+    ("Neutral. then positive", 1), ("I am not sure", -1), ("", -1)])
+def test_read_guide_reads_the_first_guide_word_and_knows_unreadable_from_neutral(text, guide):
+    assert freetext.read_guide(text) == guide
+    assert sg.guide_to_reward(text) == [0.1, 0.0, -0.1, 0.0][guide]  # unreadable: neutral's 0
+
+
+@pytest.mark.parametrize("text, assessment, move", [
+    ("Assessment: positive, closer\nMove: east", "positive, closer", "east"),
+    ("Assessment:negative Move: West", "negative", "west"),
+    ("Move: up", None, None),
+    ("Assessment: unsure", "unsure", None),
+    ("blah", None, None)])
+def test_parse_reply_finds_the_assessment_and_the_move(text, assessment, move):
+    found, _, word = freetext.parse_reply(text)
+    assert (text[slice(*found)] if found else None) == assessment
+    assert word == move
+
+
+@pytest.mark.parametrize("kind", ["words", "bpe", "bpe-merged"])
+def test_spans_are_the_tokens_of_the_assessment_and_of_the_move(kind):
+    tokenizer, straddled = tokenizers()[kind], False
+    for reply in REPLIES[:3]:
+        ids = tokenizer.encode(reply, add_special_tokens=False) + [tokenizer.eos_token_id]
+        text, guide, move, judged_end, judged, moved = freetext.read_reply(tokenizer, ids, True)
+        assessment = reply[len("Assessment: "):reply.index("\n")]
+        pieces = tokenizer.convert_ids_to_tokens(ids)
+        # the move's span: exactly the move word's tokens
+        assert tokenizer.decode(ids[slice(*moved)]).strip() == reply.split()[-1]
+        # the assessment's span covers the assessment, and nothing before "Assessment:"'s end
+        covered = tokenizer.decode(ids[slice(*judged)], skip_special_tokens=True)
+        assert assessment.replace(" ", "") in covered.replace(" ", "")
+        assert "Assessment" not in covered and judged_end == judged[1]
+        assert freetext.GUIDES[guide] in assessment and ids[-1] == tokenizer.eos_token_id
+        assert judged[1] <= moved[0] and moved[1] <= len(ids) - 1, pieces
+        straddled |= "Move" in pieces[judged[1] - 1]  # the piece that ends the assessment
+    assert straddled == (kind == "bpe-merged")
+
+
+def test_spans_hold_for_token_sequences_the_tokenizer_would_not_make():
+    """Sampled replies need not be the tokenizer's own encoding of their text."""
+    tokenizer = tokenizers()["bpe"]
+    ids = []
+    for character in REPLIES[0]:  # one piece per character where the vocabulary has it
+        ids += tokenizer.encode(character, add_special_tokens=False)
+    text, guide, move, _, judged, moved = freetext.read_reply(tokenizer, ids, True)
+    assert text == REPLIES[0] and guide == 0 and move == "east"
+    assert tokenizer.decode(ids[slice(*moved)]) == "east"
+
+
+@pytest.mark.parametrize("kind", ["words", "bpe"])
+def test_environment_turns_are_what_the_template_puts_between_replies(kind):
+    tokenizer = tokenizers()[kind]
+    messages = [{"role": "system", "content": freetext.system_prompt(True)}]
+    stream = freetext.prompt_ids(tokenizer, True)
+    for t, (observation, reply) in enumerate(zip(OBSERVATIONS, REPLIES)):
+        messages += [{"role": "user", "content": observation},
+                     {"role": "assistant", "content": reply}]
+        stream += freetext.environment_turn(tokenizer, observation, True, t == 0)
+        stream += tokenizer.encode(reply, add_special_tokens=False) + [tokenizer.eos_token_id]
+    assert tokenizer.decode(stream) == tokenizer.decode(freetext.render(tokenizer, messages))
+
+
+# --- The episode, played with scripted replies ---
+
+class Scripted:
+    """Stands in for generate_replies: the replies of each episode, turn by turn."""
+
+    def __init__(self, tokenizer, script):
+        self.tokenizer, self.script, self.turn = tokenizer, script, 0
+
+    def __call__(self, model, tokenizer, contexts, ft, temperature, greedy, seed):
+        replies = [self.tokenizer.encode(texts[min(self.turn, len(texts) - 1)],
+                                         add_special_tokens=False) + [tokenizer.eos_token_id]
+                   for texts in self.script[:len(contexts)]]
+        self.turn += 1
+        return replies
+
+
+def scripted_play(monkeypatch, script, kind="bpe", guided=True, **overrides):
+    tokenizer = tokenizers()[kind]
+    monkeypatch.setattr(freetext, "generate_replies", Scripted(tokenizer, script))
+    cfg = tiny_config(max_steps=3, **overrides)
+    batch = freetext.play(None, tokenizer, [7] * len(script), guided, cfg, freetext.FreeText(), 0)
+    return tokenizer, cfg, batch
+
+
+def test_the_mask_covers_exactly_the_tokens_the_model_wrote(monkeypatch):
+    script = [["Assessment: positive, that got me closer\nMove: east"],
+              ["Assessment: I am unsure\nMove: up"]]  # unreadable, no move
+    tokenizer, cfg, batch = scripted_play(monkeypatch, script)
+    for row, texts in enumerate(script):
+        reply = tokenizer.encode(texts[0], add_special_tokens=False) + [tokenizer.eos_token_id]
+        written = [token for token, w in zip(batch.transcripts[row].tokens, batch.transcripts[row].written) if w]
+        assert written == reply * 3  # three turns, each reply with its end of turn, nothing else
+        # what it did not write: the environment's three turns, template headers included
+        shown = observations_of(tokenizer, batch, row)
+        turns = sum((freetext.environment_turn(tokenizer, o, True, t == 0)
+                     for t, o in enumerate(shown)), [])
+        assert [t for t, w in zip(batch.transcripts[row].tokens, batch.transcripts[row].written) if not w] == turns
+        # and the stream is the one a demonstration of these turns is cloned on
+        ids, mask = freetext.encode_episode(tokenizer, True, list(zip(shown, [texts[0]] * 3)))
+        assert ids == batch.prompt + batch.transcripts[row].tokens
+        assert mask == [0] * len(batch.prompt) + batch.transcripts[row].written
+
+
+def observations_of(tokenizer, batch, row):
+    """The observations shown in an episode, read back from its user turns."""
+    text = tokenizer.decode(batch.transcripts[row].tokens, skip_special_tokens=False)
+    return [part.split("<|end|>")[0].strip() for part in text.split("<|user|>")[1:]]
+
+
+def test_rewards_and_token_advantages_from_scripted_replies_equal_hand_computed(monkeypatch):
+    """One group of two episodes (task 7 of the tiny maze, neither reaches the goal in three
+    turns), lambda = 1, step credit, the mean internal return, the guard on guide tokens:
+      episode 0: positive, then unreadable ("unsure": neutral, 0), then positive
+      episode 1: negative with no move (a bump), then negative, then negative
+    r (mean over 3 steps): [+1/30, 0, +1/30] and [-1/30, -1/30, -1/30]; R_env = 0 for both,
+    so A_env = 0 and a guide token's advantage (the guard) is 0. Internal returns
+    I = +2/30 and -3/30: std 2.5/30. An action a_t is credited from r_{t+1} on: a_0 gets
+    (+1/30 - (-2/30)) / 2 over the std's... computed below step by step."""
+    script = [["Assessment: positive, closer\nMove: east", "Assessment: unsure\nMove: east",
+               "Assessment: positive, closer\nMove: east"],
+              ["Assessment: negative, wrong way\nMove: up", "Assessment: negative\nMove: west",
+               "Assessment: negative\nMove: west"]]
+    tokenizer, cfg, batch = scripted_play(monkeypatch, script, group_size=2, schedule="immediate")
+    assert batch.steps.env_return.tolist() == [0.0, 0.0] and batch.steps.steps.tolist() == [3, 3]
+    assert batch.unreadable.tolist() == [[False, True, False], [False, False, False]]
+    assert batch.unparseable.tolist() == [[False, False, False], [True, False, False]]
+    assert batch.steps.guides.tolist() == [[0, 1, 0], [2, 2, 2]]  # unreadable -> neutral
+    advantages, returns = sg.iteration_advantages(batch.steps, cfg, 1.0, 1)
+    r = torch.tensor([[1, 0, 1], [-1, -1, -1]]) / 30
+    assert returns.tolist() == pytest.approx([r[0].sum().item(), r[1].sum().item()])
+    std = (r.sum(1)[0] - r.sum(1)[1]).abs().item() / 2           # population std of two
+    to_go = [[r[i, t + 1:].sum().item() for t in range(3)] for i in range(2)]  # a_t's credit
+    mean = [(to_go[0][t] + to_go[1][t]) / 2 for t in range(3)]
+    action = [[(to_go[i][t] - mean[t]) / (std + 1e-6) for t in range(3)] for i in range(2)]
+    per_token = freetext.spread_advantages(batch, advantages, [0, 1])
+    for i in range(2):
+        transcript = batch.transcripts[i]
+        for token, (step, slot, value) in enumerate(zip(transcript.steps, transcript.slots,
+                                                        per_token[i])):
+            expected = 0.0 if slot != sg.SLOT_ACTION else action[i][step]
+            assert value == pytest.approx(expected, abs=1e-5), (i, token)
+        # the assessment's part of each reply is the guide's, the rest (move, end) the action's
+        for step, (judged, moved) in enumerate(transcript.spans):
+            assert all(transcript.slots[k] == sg.SLOT_GUIDE for k in range(*judged))
+            if moved:
+                assert all(transcript.slots[k] == sg.SLOT_ACTION for k in range(*moved))
+    assert action[0][0] > 0 > action[1][0]  # the rewarded episode's first move is credited
+
+
+def test_unguided_replies_are_all_action_and_write_no_guide(monkeypatch):
+    tokenizer, cfg, batch = scripted_play(monkeypatch, [["Move: east"]], guided=False)
+    assert batch.steps.guides.eq(-1).all() and not batch.unreadable.any()
+    assert {s for s, w in zip(batch.transcripts[0].slots, batch.transcripts[0].written) if w} == {sg.SLOT_ACTION}
+    assert freetext.shares(batch) == {"unreadable": None, "unparseable": 0.0}
+
+
+def test_generation_is_scored_as_a_forward_over_the_unpadded_stream():
+    """Contexts of several lengths are left-padded for generate; each reply's logits equal
+    those of one forward over its own unpadded stream, the positions TRL scores it at."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    tokenizer = tokenizers()["bpe"]
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=32,
+                                       n_layer=1, n_head=2)).eval()
+    contexts = [freetext.prompt_ids(tokenizer, True) + tokenizer.encode(o) for o in OBSERVATIONS]
+    width = max(map(len, contexts))
+    ids = torch.tensor([[0] * (width - len(c)) + c for c in contexts])
+    out = model.generate(input_ids=ids, attention_mask=(ids != 0) | (torch.arange(width) >= width
+                         - torch.tensor([len(c) for c in contexts])[:, None]),
+                         do_sample=False, max_new_tokens=3, output_logits=True,
+                         return_dict_in_generate=True, pad_token_id=0, use_cache=True)
+    for row, context in enumerate(contexts):
+        stream = torch.tensor([context + out.sequences[row, width:].tolist()])
+        logits = model(stream).logits[0, len(context) - 1:-1]
+        generated = torch.stack([step[row] for step in out.logits])
+        torch.testing.assert_close(generated, logits, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("architecture, kind", [("gpt2", "GPT2LMHeadModel"),
+                                                ("llama", "LlamaForCausalLM")])
+def test_the_tiny_prior_is_either_architecture_over_the_tokenizers_vocabulary(architecture, kind):
+    tokenizer = tokenizers()["bpe"]
+    ft = freetext.FreeText(architecture=architecture)
+    model = freetext.make_model(tiny_config(), ft, tokenizer, positions=300)
+    assert type(model).__name__ == kind and model.config.vocab_size == len(tokenizer)
+    assert model.config.max_position_embeddings == 300
+    assert model(torch.tensor([[1, 2, 3]])).logits.shape == (1, 3, len(tokenizer))
+
+
+def test_cloning_trains_only_the_written_tokens():
+    """A clone step's gradient comes from the written tokens alone: changing a token the
+    model did not write, and that no written token follows, leaves the loss as it was."""
+    tokenizer = tokenizers()["bpe"]
+    cfg = tiny_config(prior_epochs=1, prior_batch=1, prior_lr=1e-9)
+    ids, written = freetext.encode_episode(tokenizer, True, list(zip(OBSERVATIONS, REPLIES)))
+    last = max(i for i, w in enumerate(written) if w)
+    tail = [tokenizer.pad_token_id] * 3
+    losses = []
+    for extra in (tail, [tokenizer.eos_token_id] * 3):  # unwritten tokens after the last reply
+        torch.manual_seed(0)
+        model = freetext.make_model(cfg, freetext.FreeText(), tokenizer, positions=400)
+        losses += freetext.clone(model, [(ids[:last + 1] + extra, written[:last + 1] + [0] * 3)],
+                                 cfg, "cpu")
+    assert losses[0] == losses[1]
+
+
+# --- TRL: one iteration end to end, another architecture, two processes ---
+
+def trl_ready():
+    trl = pytest.importorskip("trl", reason="TRL is an optional extra: pip install trl==1.16.0")
+    if trl.__version__ != freetext.bridge.TRL_VERSION:
+        pytest.skip(f"tested with trl=={freetext.bridge.TRL_VERSION}, found {trl.__version__}")
+
+
+def tiny_llama(folder: Path) -> Path:
+    """A Llama-style model (RoPE, RMSNorm, SwiGLU, grouped-query attention) built in code,
+    with the BPE tokenizer and chat template, saved as a chat model's folder is. Randomly
+    initialised, then cloned for a few updates on the tiny maze's demonstrations, so that
+    some of its sampled replies hold a move and a guide (a random model's hold none: every
+    advantage would be 0, and nothing would train)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    tokenizer = tokenizers()["bpe"]
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.eos_token_id))
+    cfg = tiny_config(prior_episodes=8, prior_epochs=6, prior_batch=4, prior_lr=1e-2)
+    freetext.clone(model, [freetext.encode_episode(tokenizer, guided, steps)
+                           for guided, steps in freetext.demonstrations(cfg)], cfg, "cpu")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+assert TINY_ARGS[-2:] == ["--guide-temperature", "1"]  # one temperature here: the default
+FREE_ARGS = TINY_ARGS[:-2] + ["--iterations", "2", "--tasks-per-iter", "2", "--eval-every", "1",
+                         "--schedule", "immediate", "--lr", "3e-3", "--reply-tokens", "6",
+                         "--threads", "1"]
+
+
+def test_one_iteration_with_a_llama_style_model_trains_and_logs_the_failures(tmp_path):
+    trl_ready()
+    from safetensors.torch import load_file
+    folder = tiny_llama(tmp_path / "llama")
+    out = tmp_path / "out"
+    # the oracle's internal reward (0.1 x each move's true progress) needs no readable guide:
+    # some advantages are not 0 whatever the model writes
+    rows = freetext.main(FREE_ARGS + ["--iterations", "1", "--model", str(folder),
+                                      "--internal-reward", "oracle", "--out", str(out)])
+    assert rows[-1][0].startswith("trained on TRL, free text (sg_gr)")
+    record = json.loads((out / "log.jsonl").read_text())
+    assert 0 <= record["unreadable"] <= 1 and 0 <= record["unparseable"] <= 1
+    assert record["zero_variance_groups"] < 1  # some advantage was not 0
+    before, after = load_file(folder / "model.safetensors"), load_file(out / "model.safetensors")
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    assert "unreadable assessments" in (out / "summary.md").read_text()
+
+
+def test_load_model_reads_a_chat_models_folder_in_its_dtype_and_refuses_a_plain_one(tmp_path):
+    from transformers import GPT2Config, GPT2LMHeadModel
+    tokenizer = tokenizers()["bpe"]
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=1,
+                               n_head=2)).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    model, loaded = freetext.load_model(tmp_path, "cpu", bf16=True)
+    assert next(model.parameters()).dtype == torch.bfloat16 and loaded.chat_template
+    model.save_pretrained(tmp_path / "plain")
+    tokenizer.chat_template = None
+    tokenizer.save_pretrained(tmp_path / "plain")
+    with pytest.raises(SystemExit, match="no chat template"):
+        freetext.load_model(tmp_path / "plain", "cpu")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--guide-temperature", "0.1"], "one temperature"),
+    (["--prior-guide-target", "0.8"], "--prior-guide-target is not run"),
+    (["--vocab", "10"], "--vocab must be at least 64"),
+    (["--token-mean", "per_slot"], "one token mean")])
+def test_the_free_text_path_refuses_what_it_cannot_run_in_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        freetext.parse_config(TINY_ARGS[:-2] + argv)
+    assert message in capsys.readouterr().err
+
+
+def launch(tmp_path, folder, processes: int, name: str):
+    import subprocess
+    script = str(Path(__file__).parent / "trl_freetext.py")
+    launcher = ([sys.executable, script] if processes == 1 else
+                [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+                 "--num_processes", str(processes), "--num_machines", "1",
+                 "--mixed_precision", "no", "--dynamo_backend", "no", script])
+    out = tmp_path / name
+    run = subprocess.run(launcher + FREE_ARGS + ["--model", str(folder), "--out", str(out),
+                                                 "--internal-reward", "oracle"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout, out
+
+
+def test_two_processes_make_the_same_updates_as_one(tmp_path):
+    """The free-text path on 2 processes, against 1: the same episodes, iteration by
+    iteration, and the same update from the same model (to a relative 1e-4)."""
+    trl_ready()
+    pytest.importorskip("accelerate")
+    from safetensors.torch import load_file
+    folder = tiny_llama(tmp_path / "llama")
+    (text_one, one), (text_two, two) = (launch(tmp_path, folder, p, f"p{p}") for p in (1, 2))
+    assert "on 2 processes, whose weights agree" in text_two
+    assert text_two.count("| policy | success") == 1
+    prior = load_file(folder / "model.safetensors")
+    a, b = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
+    update = sum(((a[k] - prior[k]) ** 2).sum() for k in a).sqrt()
+    apart = sum(((a[k] - b[k]) ** 2).sum() for k in a).sqrt()
+    assert update > 1e-3 and apart / update < 1e-4
+    records = [[json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+               for run in (one, two)]
+    for x, y in zip(*records):
+        for key in ("success", "steps", "unreadable", "unparseable", "trust"):
+            assert x[key] == y[key], key
+        assert y["trl/loss"] == pytest.approx(x["trl/loss"], rel=1e-4, abs=1e-6)

@@ -1,0 +1,742 @@
+"""Self-Guide for a model that writes free text: the path a chat model takes, on TRL.
+
+The constrained bridge (trl_selfguide.py) runs the toy as selfguide.py builds it: one word
+per slot, fixed slot positions, log-probs over seven words. A chat model has none of that.
+Here the agent is any causal LM with its own tokenizer and chat template, and each step is
+a turn of a chat:
+
+    user       at:3,5 goal:7,1 walls:NW cue:warmer          (the environment's turn)
+    assistant  Assessment: positive, that got me closer     (the model's turn: free text,
+               Move: east                                     sampled over the whole vocabulary)
+
+- The guide z_t is read from the assessment by selfguide's `guide_to_reward` (`read_guide`):
+  text without positive / neutral / negative in it is unreadable and counts as neutral.
+- A reply without a readable move (no `Move: north|east|south|west`) is a bump: the agent
+  stays where it is and the step counts (toy_env's `step(None)`). Both are counted.
+- Spans are found by parsing the reply's text and mapping the characters back to the tokens
+  the model wrote (`char_offsets`), whatever the tokenizer: the assessment's tokens get the
+  guide's advantage, the rest of the reply (the move, the format, its end of turn) the
+  action's, so step credit, --guide-advantage env and the KL work as in the bridge.
+- Loss mask (`env_mask`): 1 on every token the model wrote, its end-of-turn included; 0 on
+  the environment's turns and the chat template's headers around them.
+- Turns are generated with transformers' `generate` (top_k 0, top_p 1: the whole
+  vocabulary) inside TRL's `rollout_func`; TRL scores them with its own per-token log-probs.
+
+With no --model, the model is a tiny GPT-2 (two layers) cloned here (Stage 0, as
+selfguide.py's) on the demonstrator's episodes in this chat format, its judgements written
+as short phrases, with a subword (BPE) tokenizer trained on them by the `tokenizers`
+library, all built in code. It learns the format and the guide, not yet the moves
+(examples/README.md has the figures), so it does not yet reach a goal:
+
+    pip install -r requirements.txt trl==1.16.0
+    python examples/trl_freetext.py                    # the full method, free text (CPU)
+    python examples/trl_freetext.py --variant grpo --seed 1
+    python examples/trl_freetext.py --show 1           # then a held-out episode's chat
+    accelerate launch --multi_gpu --num_processes 2 examples/trl_freetext.py
+    python examples/trl_freetext.py --help             # selfguide.py's settings and these
+
+A chat model of your own (a GPU; nothing is downloaded here, so this was never run here):
+
+    accelerate launch --multi_gpu --num_processes 8 examples/trl_freetext.py \\
+        --model Qwen/Qwen3-1.7B --bf16 --reply-tokens 64 --kl-guide 0.04
+
+On P processes every process plays the iteration's whole batch from the same seed and
+trains on its rows, as the constrained bridge does (the same experiment as on one).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import random
+import re
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))         # trl_selfguide.py
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # selfguide.py, toy_env.py
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from tqdm.auto import tqdm  # noqa: E402
+
+import selfguide as sg  # noqa: E402
+import toy_env  # noqa: E402
+import trl_selfguide as bridge  # noqa: E402
+from toy_env import ACTIONS, GUIDES  # noqa: E402
+
+setting = sg.setting
+
+
+@dataclass
+class FreeText:
+    """The settings of the free-text path, beside selfguide.py's."""
+    model: str = setting("", "a causal LM with a chat template (a folder, or a hub name you "
+                             "have downloaded): its tokenizer and template are used; '' clones "
+                             "the tiny GPT-2 prior here")
+    tokenizer: str = setting("bpe", "the tiny prior's tokenizer, built in code: bpe (subword, "
+                                    "trained on the demonstrations) or words", ["bpe", "words"])
+    architecture: str = setting("gpt2", "the tiny prior: selfguide's GPT-2, or llama (rotary "
+                                        "positions) of the same size", ["gpt2", "llama"])
+    vocab: int = setting(512, "the BPE tokenizer's vocabulary size")
+    reply_tokens: int = setting(24, "most tokens the model may write in one turn")
+    bf16: bool = setting(False, "load the model in bf16 and train with TRL's bf16 (a GPU's "
+                                "setting)")
+    freetext_cache: str = setting("runs/priors-freetext", "folder of the cached free-text priors")
+
+    def __post_init__(self):
+        if self.vocab < 64 or self.reply_tokens < 4:
+            raise ValueError("--vocab must be at least 64 and --reply-tokens at least 4")
+
+
+# --- The format: one chat turn per step ---
+
+SYSTEM = ("You walk a maze to its goal. Each turn shows your cell, the goal's cell and the "
+          "walls around you.")
+ASK_GUIDED = (" Reply with two lines: Assessment: how your last move went, positive, neutral "
+              "or negative, and why; then Move: north, east, south or west.")
+ASK_UNGUIDED = " Reply with one line: Move: north, east, south or west."
+PHRASES = {  # the demonstrator's judgements as short phrases; the guide word is what is read
+    "positive": ["positive, that got me closer", "positive, closer to the goal",
+                 "a positive step, good progress"],
+    "neutral": ["neutral, no progress", "neutral, nothing changed", "neutral, I stayed put"],
+    "negative": ["negative, that took me farther", "negative, farther from the goal",
+                 "a negative step, wrong way"]}
+# (a space before a colon is allowed: a word-level tokenizer decodes with spaces between)
+REPLY = re.compile(r"Assessment[ \t]*:[ \t]*(?P<assessment>[^\n]*?)[ \t]*(?:\n|(?=Move[ \t]*:)|$)")
+MOVE = re.compile(r"Move[ \t]*:[ \t]*(?P<move>[A-Za-z]+)")
+# a minimal chat template for the tiny prior, in transformers' Jinja format (a chat model
+# brings its own): role headers and the end of turn are special tokens
+SPECIAL_TOKENS = ["<|pad|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
+CHAT_TEMPLATE = ("{% for message in messages %}<|{{ message['role'] }}|>{{ message['content'] }}"
+                 "<|end|>{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+def system_prompt(guided: bool) -> str:
+    """The system turn: what the agent sees and the reply format (with or without the
+    assessment: one prior acts both ways, the paper's ReAct and ReAct w/ SG)."""
+    return SYSTEM + (ASK_GUIDED if guided else ASK_UNGUIDED)
+
+
+def reply_text(guide: str, action: str, guided: bool, rng: random.Random) -> str:
+    """The demonstrator's reply: its judgement as a phrase, then its move."""
+    move = f"Move: {action}"
+    return f"Assessment: {rng.choice(PHRASES[guide])}\n{move}" if guided else move
+
+
+def read_guide(text) -> int:
+    """The guide written in an assessment, as an index into GUIDES, read by selfguide's
+    guide_to_reward; -1 if unreadable (no guide word), which that reward counts as neutral.
+    guide_to_reward reads the first guide word: so the text holds none exactly when one
+    appended after it is the one read."""
+    reward = sg.guide_to_reward(text)
+    if reward:
+        return GUIDES.index("positive" if reward > 0 else "negative")
+    return 1 if sg.guide_to_reward(f"{text} positive") == 0 else -1
+
+
+def parse_reply(text: str):
+    """(assessment, move, word): the character spans (start, end) of the assessment and of the
+    move in a reply, None where missing; the move's word if it is one of ACTIONS, else None."""
+    reply, move = REPLY.search(text), MOVE.search(text)
+    assessment = reply.span("assessment") if reply else None
+    word = move.group("move").lower() if move else None
+    return assessment, move.span("move") if move else None, word if word in ACTIONS else None
+
+
+# --- Tokens: the chat template's turns, and characters back to tokens ---
+
+def build_tokenizer(kind: str, texts, vocab: int = 512):
+    """A tokenizer built in code, with the chat template: `bpe` a subword BPE trained on
+    `texts` (the tokenizers library; pieces are cut at spaces only, as SentencePiece does),
+    `words` one token per word and punctuation mark of `texts`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    if kind == "bpe":
+        backend = Tokenizer(models.BPE())
+        backend.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="never")
+        backend.decoder = decoders.Metaspace(prepend_scheme="never")
+        backend.train_from_iterator(texts, trainers.BpeTrainer(
+            vocab_size=vocab, special_tokens=SPECIAL_TOKENS, show_progress=False))
+    else:
+        splitter = pre_tokenizers.Whitespace()  # words and punctuation runs
+        words = sorted({w for text in texts for w, _ in splitter.pre_tokenize_str(text)})
+        backend = Tokenizer(models.WordLevel(
+            {w: i for i, w in enumerate(SPECIAL_TOKENS + ["<|unk|>"] + words)}, "<|unk|>"))
+        backend.pre_tokenizer = splitter
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<|pad|>",
+                                        eos_token="<|end|>", unk_token="<|unk|>"
+                                        if kind == "words" else None,
+                                        additional_special_tokens=SPECIAL_TOKENS[1:4])
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def render(tokenizer, messages, generation_prompt=False) -> list:
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt,
+                                         tokenize=True, return_dict=False)
+
+
+def prompt_ids(tokenizer, guided: bool) -> list:
+    """The episode's prompt: the system turn, the same for every task (so no prompt is
+    padded, and positions are the same in generation and in TRL's scoring)."""
+    return render(tokenizer, [{"role": "system", "content": system_prompt(guided)}])
+
+
+def environment_turn(tokenizer, observation: str, guided: bool, first: bool) -> list:
+    """The tokens the template puts between the model's last token (its end of turn) and its
+    next reply: the user turn holding the observation, and the assistant's header. Found as
+    TRL finds a tool's turn: a conversation rendered with and without it, the shorter cut at
+    its last end-of-turn token (templates such as Qwen's put a newline after it)."""
+    before = [{"role": "system", "content": system_prompt(guided)}]
+    if not first:
+        before += [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
+    prefix = render(tokenizer, before)
+    if not first:
+        prefix = prefix[:len(prefix) - prefix[::-1].index(tokenizer.eos_token_id)]
+    full = render(tokenizer, before + [{"role": "user", "content": observation}], True)
+    if full[:len(prefix)] != prefix:
+        raise SystemExit("error: this chat template does not render a conversation as a "
+                         "prefix of its continuation; the environment's turns cannot be cut "
+                         "out of it")
+    return full[len(prefix):]
+
+
+def char_offsets(tokenizer, ids) -> list:
+    """[(start, end)]: each token's characters in the decoded text of `ids`, read as the length
+    of the decoded text of each prefix. This holds for any tokenizer and for token sequences
+    the tokenizer would not itself make from the text (sampled ones need not be its own);
+    special tokens decode to nothing."""
+    ends = [len(tokenizer.decode(ids[:i + 1], skip_special_tokens=True,
+                                 clean_up_tokenization_spaces=False)) for i in range(len(ids))]
+    return list(zip([0] + ends[:-1], ends))
+
+
+def token_span(offsets, span):
+    """[first, last + 1) of the tokens whose characters overlap the span (start, end), or
+    None: a token that straddles the span's edge belongs to it."""
+    if span is None:
+        return None
+    inside = [i for i, (a, b) in enumerate(offsets) if a < span[1] and b > span[0]]
+    return (inside[0], inside[-1] + 1) if inside else None
+
+
+# --- Stage 0 in the chat format: the tiny prior, its tokenizer, its cache ---
+
+def demonstrations(cfg: sg.Config) -> list:
+    """The demonstrator's episodes (selfguide's Stage 0 seeds), each in both formats:
+    [(guided, [(observation, reply), ...])], the judgements as phrases drawn per step."""
+    env, phrases, episodes = sg.make_env(cfg), random.Random(f"phrases-{cfg.seed}"), []
+    for i in tqdm(range(cfg.prior_episodes), desc="demonstrations", leave=False):
+        steps, _ = toy_env.demonstrate(env, seed=sg.PRIOR_SEED_BASE + cfg.seed * 10**6 + i,
+                                       cue_noise=cfg.cue_noise, cue_misjudge=cfg.cue_misjudge)
+        episodes += [(guided, [(o, reply_text(g, a, guided, phrases)) for o, g, a in steps])
+                     for guided in (True, False)]
+    return episodes
+
+
+def encode_episode(tokenizer, guided: bool, steps):
+    """An episode [(observation, reply)] as the stream the rollout writes: (token ids, written),
+    written 1 on the reply tokens and each reply's end of turn, 0 on the prompt and the
+    environment's turns."""
+    ids = prompt_ids(tokenizer, guided)
+    written = [0] * len(ids)
+    for t, (observation, reply) in enumerate(steps):
+        turn = list(cached_turn(tokenizer, observation, guided, t == 0))
+        answer = tokenizer.encode(reply, add_special_tokens=False) + [tokenizer.eos_token_id]
+        ids, written = ids + turn + answer, written + [0] * len(turn) + [1] * len(answer)
+    return ids, written
+
+
+def make_model(cfg: sg.Config, ft: FreeText, tokenizer, positions: int):
+    """The tiny prior, over this tokenizer's vocabulary: selfguide's GPT-2, or a Llama-style
+    model of the same size (rotary positions, RMSNorm, SwiGLU), as chat models are built."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+    if ft.architecture == "llama":
+        return LlamaForCausalLM(LlamaConfig(
+            vocab_size=len(tokenizer), hidden_size=cfg.n_embd, intermediate_size=4 * cfg.n_embd,
+            num_hidden_layers=cfg.n_layer, num_attention_heads=cfg.n_head,
+            num_key_value_heads=cfg.n_head, max_position_embeddings=positions,
+            tie_word_embeddings=True, use_cache=False, bos_token_id=tokenizer.eos_token_id,
+            eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id))
+    return GPT2LMHeadModel(GPT2Config(
+        vocab_size=len(tokenizer), n_positions=positions, n_embd=cfg.n_embd,
+        n_layer=cfg.n_layer, n_head=cfg.n_head, resid_pdrop=0.0, embd_pdrop=0.0,
+        attn_pdrop=0.0, activation_function="gelu_pytorch_tanh", use_cache=False,
+        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id))
+
+
+def clone(model, sequences, cfg: sg.Config, device):
+    """Behaviour cloning over the whole vocabulary: maximise log pi of the written tokens.
+    sequences: [(ids, written)]. Returns the losses."""
+    generator = torch.Generator().manual_seed(cfg.seed)
+    updates = cfg.prior_epochs * -(-len(sequences) // cfg.prior_batch)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.prior_lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda i: 0.5 * (1 + torch.cos(torch.tensor(torch.pi * i / updates)).item()))
+    losses, bar = [], tqdm(total=updates, desc="Stage 0 cloning (free text)", leave=False)
+    for _ in range(cfg.prior_epochs):
+        for batch in torch.randperm(len(sequences), generator=generator).split(cfg.prior_batch):
+            width = max(len(sequences[i][0]) for i in batch)
+            ids = torch.tensor([sequences[i][0] + [0] * (width - len(sequences[i][0]))
+                                for i in batch], device=device)                 # (B, L)
+            written = torch.tensor([sequences[i][1] + [0] * (width - len(sequences[i][1]))
+                                    for i in batch], device=device)             # (B, L)
+            # the head and the softmax only where a written token is predicted
+            hidden = model.base_model(input_ids=ids).last_hidden_state[:, :-1]  # (B, L-1, C)
+            scored = written[:, 1:].bool()                                      # (B, L-1)
+            logits = model.get_output_embeddings()(hidden[scored])              # (W, V)
+            loss = F.cross_entropy(logits, ids[:, 1:][scored])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            losses.append(loss.item())
+            bar.update()
+            bar.set_postfix(loss=f"{loss.item():.3f}")
+    bar.close()
+    return losses
+
+
+def prior_folder(cfg: sg.Config, ft: FreeText) -> Path:
+    """The cached free-text prior of these settings: selfguide's prior key, and the format's."""
+    import hashlib
+    text = json.dumps([sg.prior_key(cfg), ft.architecture, ft.tokenizer, ft.vocab, ft.reply_tokens,
+                       system_prompt(True), PHRASES])
+    return Path(ft.freetext_cache) / f"prior-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+def load_or_clone_prior(cfg: sg.Config, ft: FreeText, device) -> Path:
+    """The folder of the tiny free-text prior (model and tokenizer, as transformers saves
+    them), cloned and published whole if it is not cached."""
+    import os
+    folder = prior_folder(cfg, ft)
+    if folder.exists():
+        return folder
+    start = time.perf_counter()
+    episodes = demonstrations(cfg)
+    texts = [text for guided, steps in episodes
+             for text in [system_prompt(guided)] + [text for step in steps for text in step]]
+    tokenizer = build_tokenizer(ft.tokenizer, texts, ft.vocab)
+    sequences = [encode_episode(tokenizer, guided, steps) for guided, steps in episodes]
+    turn = max(len(environment_turn(tokenizer, o, True, False))
+               for _, steps in episodes[:200] for o, _ in steps)
+    positions = len(prompt_ids(tokenizer, True)) + cfg.max_steps * (turn + 8 + ft.reply_tokens)
+    torch.manual_seed(cfg.seed)
+    model = make_model(cfg, ft, tokenizer, positions).to(device)
+    losses = clone(model, sequences, cfg, device)
+    temporary = sg.partial_path(folder)
+    model.save_pretrained(temporary)
+    tokenizer.save_pretrained(temporary)
+    try:
+        os.rename(temporary, folder)
+    except OSError:  # another process published it first: use that one
+        import shutil
+        shutil.rmtree(temporary, ignore_errors=True)
+    mean = sum(len(ids) for ids, _ in sequences) / len(sequences)
+    tqdm.write(f"Stage 0 prior (free text): {len(episodes)} demonstrations in the chat format "
+               f"({mean:.0f} tokens on average, {len(tokenizer)}-token {ft.tokenizer} "
+               f"vocabulary), cloned in {time.perf_counter() - start:.0f} s, {len(losses)} "
+               f"updates, final loss {losses[-1]:.3f} -> {folder}")
+    return folder
+
+
+def load_model(folder, device, bf16: bool = False):
+    """A causal LM (in bf16 with --bf16) and its tokenizer from a folder, or a hub name already
+    downloaded; one line if the tokenizer has no chat template or no end-of-turn token, or
+    its template cannot be cut into turns."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    if not tokenizer.chat_template or tokenizer.eos_token_id is None:
+        raise SystemExit(f"error: {folder} has no chat template or no end-of-turn (eos) token; "
+                         f"the free-text path needs a chat model's tokenizer")
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    environment_turn(tokenizer, "at:0,0", True, False)  # the template's check, before any work
+    model = AutoModelForCausalLM.from_pretrained(
+        folder, dtype=torch.bfloat16 if bf16 else torch.float32)
+    return model.to(device).eval(), tokenizer
+
+
+# --- The episode: turns generated over the whole vocabulary, read, and played ---
+
+@dataclass
+class Transcript:
+    """One episode's token stream after the prompt, token by token, and its replies."""
+    tokens: list = dataclasses.field(default_factory=list)   # token ids
+    written: list = dataclasses.field(default_factory=list)  # 1 where the model wrote it
+    steps: list = dataclasses.field(default_factory=list)    # its step; -1 if the env's
+    slots: list = dataclasses.field(default_factory=list)    # sg.SLOT_GUIDE on a reply up to
+    # its assessment's end, sg.SLOT_ACTION on the rest of it, sg.SLOT_CONTEXT elsewhere
+    spans: list = dataclasses.field(default_factory=list)    # per step (assessment, move):
+    # token spans [first, last + 1) in `tokens`, None where not found
+    replies: list = dataclasses.field(default_factory=list)  # per step the reply's text
+
+    def add(self, tokens, written: int, step: int, slots: list):
+        self.tokens += tokens
+        self.written += [written] * len(tokens)
+        self.steps += [step] * len(tokens)
+        self.slots += slots
+
+
+@dataclass
+class Episodes:
+    """A batch of N free-text episodes: the token streams TRL trains on, and the steps that
+    selfguide's advantages and metrics read. T = --max-steps."""
+    prompt: list               # the prompt's token ids (the same for every episode)
+    transcripts: list          # N Transcripts: everything after the prompt
+    unreadable: torch.Tensor   # (N, T) bool: a guided reply whose assessment reads no guide
+    unparseable: torch.Tensor  # (N, T) bool: a reply that names no move (a bump)
+    steps: sg.Rollouts         # a guide and an action position per step, the toy's layout:
+                               # what iteration_advantages and episode_metrics read
+
+
+@torch.no_grad()
+def generate_replies(model, tokenizer, contexts, ft: FreeText, temperature: float,
+                     greedy: bool, seed: int) -> list:
+    """Each context's next reply, from transformers' generate: sampled over the whole
+    vocabulary (top_k 0, top_p 1), or greedy, up to and including the end of turn, or
+    --reply-tokens tokens. Contexts are left-padded; the draws come from `seed` alone, so
+    every process that plays the same batch draws the same replies."""
+    device = next(model.parameters()).device
+    width, pad, eos = max(map(len, contexts)), tokenizer.pad_token_id, tokenizer.eos_token_id
+    ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts], device=device)
+    mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=device)
+    sampling = {} if greedy else {"temperature": temperature, "top_k": 0, "top_p": 1.0}
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=not greedy,
+                             max_new_tokens=ft.reply_tokens, eos_token_id=eos,
+                             pad_token_id=pad, use_cache=True, **sampling)
+    replies = out[:, width:].tolist()
+    return [row[:row.index(eos) + 1] if eos in row else row for row in replies]
+
+
+@functools.lru_cache(maxsize=2**16)
+def cached_turn(tokenizer, observation: str, guided: bool, first: bool) -> tuple:
+    return tuple(environment_turn(tokenizer, observation, guided, first))
+
+
+def read_reply(tokenizer, reply: list, guided: bool):
+    """A reply's tokens -> (text, guide index (unreadable: -1), move or None, tokens of the
+    assessment's part (the reply up to the assessment's end), assessment span, move span)."""
+    text = tokenizer.decode(reply, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    assessment, move_span, move = parse_reply(text)
+    offsets = char_offsets(tokenizer, reply)
+    judged, moved = token_span(offsets, assessment), token_span(offsets, move_span)
+    guide = read_guide(text[slice(*assessment)]) if guided and assessment else -1
+    return text, guide, move, judged[1] if guided and judged else 0, judged, moved
+
+
+def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeText, seed: int,
+         greedy: bool = False) -> Episodes:
+    """One episode per task seed, all in one batch: per step the environment's turn, then a
+    reply generated for every running episode, read, and stepped."""
+    n, horizon = len(task_seeds), cfg.max_steps
+    envs = [sg.make_env(cfg) for _ in task_seeds]
+    resets = [env.reset(seed=s) for env, s in zip(envs, task_seeds)]
+    observations = [observation for observation, _ in resets]
+    prompt, transcripts = prompt_ids(tokenizer, guided), [Transcript() for _ in range(n)]
+    guides, truths = torch.full((n, horizon), -1), torch.full((n, horizon), -1)
+    revisits, unreadable, unparseable = (torch.zeros(n, horizon, dtype=torch.bool)
+                                         for _ in range(3))
+    env_return, steps, truth, revisit = [0.0] * n, [0] * n, [-1] * n, [False] * n
+    running = list(range(n))
+    for t in range(horizon):
+        for i in running:
+            turn = list(cached_turn(tokenizer, observations[i], guided, t == 0))
+            transcripts[i].add(turn, 0, -1, [sg.SLOT_CONTEXT] * len(turn))
+            truths[i, t], revisits[i, t] = truth[i], revisit[i]
+        answers = generate_replies(model, tokenizer, [prompt + transcripts[i].tokens
+                                                      for i in running],
+                                   ft, cfg.temperature, greedy, seed * 1000 + t)
+        for i, reply in zip(running, answers):
+            text, guide, move, judged_end, judged, moved = read_reply(tokenizer, reply, guided)
+            start = len(transcripts[i].tokens)
+            transcripts[i].spans.append(tuple(None if s is None else (s[0] + start, s[1] + start)
+                                              for s in (judged, moved)))
+            transcripts[i].replies.append(text)
+            transcripts[i].add(reply, 1, t, [sg.SLOT_GUIDE if k < judged_end else sg.SLOT_ACTION
+                                             for k in range(len(reply))])
+            if guided:  # unreadable counts as neutral (the paper's rule)
+                guides[i, t] = guide if guide >= 0 else GUIDES.index("neutral")
+                unreadable[i, t] = guide < 0
+            unparseable[i, t] = move is None
+            observations[i], reward, terminated, truncated, info = envs[i].step(move)
+            truth[i] = GUIDES.index(toy_env.true_polarity(info["progress"]))
+            revisit[i], env_return[i], steps[i] = info["revisited"], env_return[i] + reward, t + 1
+            if terminated or truncated:
+                running = [j for j in running if j != i]
+        if not running:
+            break
+    taken = torch.tensor(steps)
+    layout = torch.arange(2 * horizon) < 2 * taken[:, None]                    # (N, 2T)
+    kind = torch.tensor([sg.SLOT_GUIDE if guided else sg.SLOT_CONTEXT, sg.SLOT_ACTION])
+    slots = torch.where(layout, kind.repeat(horizon), sg.SLOT_CONTEXT)        # (N, 2T)
+    optimal = torch.tensor([info["optimal_steps"] for _, info in resets])
+    return Episodes(prompt, transcripts, unreadable, unparseable, sg.Rollouts(
+        torch.zeros_like(slots), slots, torch.zeros(slots.shape), guides, truths, revisits,
+        torch.tensor(env_return), taken, optimal))
+
+
+def spread_advantages(episodes: Episodes, advantages: torch.Tensor, rows) -> list:
+    """Per-step advantages onto the tokens the model wrote: advantages (N, 2T) as
+    iteration_advantages gives them for the toy's layout (step t: the guide at 2t, the
+    action at 2t + 1) -> for each of `rows`, a list over its completion: the step's guide
+    advantage on the assessment's part of the reply, its action advantage on the rest, 0 on
+    the environment's tokens."""
+    out = []
+    for row in rows:
+        values, transcript = advantages[row].tolist(), episodes.transcripts[row]
+        out.append([0.0 if slot == sg.SLOT_CONTEXT else
+                    values[2 * step + (slot == sg.SLOT_ACTION)]
+                    for step, slot in zip(transcript.steps, transcript.slots)])
+    return out
+
+
+def shares(episodes: Episodes) -> dict:
+    """How often the reading failed: unreadable assessments among the guided replies, and
+    replies without a move among all."""
+    replied = episodes.steps.guides >= 0
+    taken = torch.arange(episodes.unparseable.shape[1]) < episodes.steps.steps[:, None]
+    return {"unreadable": episodes.unreadable[replied].float().mean().item()
+            if replied.any() else None,
+            "unparseable": episodes.unparseable[taken].float().mean().item()}
+
+
+def evaluate(model, tokenizer, cfg: sg.Config, ft: FreeText, guided: bool,
+             batch_size: int = 250) -> dict:
+    """Greedy replies on selfguide's held-out tasks: its metrics, and the reading's failures."""
+    seeds = [sg.EVAL_SEED_BASE + i for i in range(cfg.eval_tasks)]
+    parts = [play(model, tokenizer, seeds[i:i + batch_size], guided, cfg, ft, 0, greedy=True)
+             for i in range(0, len(seeds), batch_size)]
+    steps = sg.concat_rollouts([p.steps for p in parts])
+    counts = [(shares(p), len(p.transcripts)) for p in parts]
+    return {**sg.episode_metrics(steps),
+            **{key: (None if any(c[key] is None for c, _ in counts) else
+                     sum(c[key] * n for c, n in counts) / len(seeds))
+               for key in ("unreadable", "unparseable")}}
+
+
+def describe(metrics: dict) -> str:
+    """selfguide's line, and how often the reading failed."""
+    unreadable = metrics.get("unreadable")
+    return (sg.format_metrics(metrics) + ("" if unreadable is None else
+                                          f"  unreadable {unreadable:.3f}") +
+            f"  no move {metrics['unparseable']:.3f}")
+
+
+# --- TRL: the rollout, the advantages, the trainer ---
+
+def make_rollout_func(cfg: sg.Config, ft: FreeText, tokenizer):
+    """TRL's rollout_func: each prompt is a task seed. Every process gathers the iteration's
+    prompts, plays the whole batch from the same seed, and returns its rows (its share of
+    each minibatch, as the constrained bridge cuts them). Prompt = the system turn;
+    completion = the turns after it; env_mask = 1 on what the model wrote."""
+    sampler = torch.Generator().manual_seed(cfg.seed)
+    shuffler = torch.Generator().manual_seed(cfg.seed)
+
+    def rollout_func(prompts, trainer):
+        from accelerate.utils import gather_object
+        everyone = [int(p) for p in gather_object(list(prompts))]
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        seed = int(torch.randint(2**31, (1,), generator=sampler))
+        model.eval()  # (the tiny prior has no dropout; a chat model's config may)
+        batch = play(model, tokenizer, everyone, cfg.guided, cfg, ft, seed)
+        model.train()
+        rank, processes = trainer.accelerator.process_index, trainer.accelerator.num_processes
+        order = torch.randperm(len(everyone), generator=shuffler).view(cfg.minibatches, -1)
+        share = order.shape[1] // processes
+        trainer.rows = order[:, rank * share:(rank + 1) * share].flatten().tolist()
+        trainer.episodes = batch
+        rewards = sg.step_rewards(batch.steps.guides, batch.steps.truths)           # (N, T)
+        guide_return = rewards.sum(1) / batch.steps.steps
+        return {"prompt_ids": [batch.prompt for _ in trainer.rows],
+                "completion_ids": [batch.transcripts[r].tokens for r in trainer.rows],
+                "logprobs": None,  # TRL scores the completions itself, with the same model
+                "env_mask": [batch.transcripts[r].written for r in trainer.rows],
+                "success": [batch.steps.env_return[r].item() for r in trainer.rows],
+                "guide_return": [guide_return[r].item() for r in trainer.rows]}
+    return rollout_func
+
+
+def make_trainer_class():
+    from trl import GRPOTrainer
+    from trl.trainer import grpo_trainer as grpo_trainer_module
+
+    class FreeTextGRPOTrainer(GRPOTrainer):
+        """GRPOTrainer with selfguide's per-token advantages over free-text replies; TRL's
+        own per-token log-probs over the whole vocabulary."""
+
+        def __init__(self, *args, selfguide_config: sg.Config, **kwargs):
+            self.selfguide_config = selfguide_config
+            self.records, self.episodes, self.rows = [], None, None
+            super().__init__(*args, **kwargs)
+            grpo_trainer_module.shuffle_sequence_dict = lambda batch: batch  # as the bridge
+
+        @property
+        def updates_per_iteration(self) -> int:
+            return self.args.steps_per_generation * self.num_iterations
+
+        def _generate_and_score_completions(self, inputs):
+            output = super()._generate_and_score_completions(inputs)
+            if not self.model.training:
+                return output
+            cfg, batch = self.selfguide_config, self.episodes
+            iteration = self.state.global_step // self.updates_per_iteration + 1
+            trust = sg.trust_at(cfg, iteration)
+            advantages, returns = sg.iteration_advantages(batch.steps, cfg, trust, iteration)
+            rows = spread_advantages(batch, advantages, self.rows)
+            width = output["completion_ids"].shape[1]
+            output["advantages"] = torch.tensor([r + [0.0] * (width - len(r)) for r in rows],
+                                                device=output["completion_ids"].device)
+            self.records.append({"iteration": iteration, "trust": trust,
+                                 **sg.episode_metrics(batch.steps), **shares(batch),
+                                 "zero_variance_groups": sg.zero_variance(
+                                     returns.view(-1, cfg.group_size)).float().mean().item()})
+            return output
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            return bridge.whole_minibatch_loss(loss, inputs, self.accelerator)
+
+    return FreeTextGRPOTrainer
+
+
+def grpo_config(cfg: sg.Config, ft: FreeText, out: Path, device, positions: int):
+    """The bridge's GRPOConfig, with the free-text precision; max_completion_length (which
+    only TRL's own generation and its dr_grpo loss read) is the model's position count."""
+    args = bridge.grpo_config(cfg, out, device)
+    args.max_completion_length = positions
+    args.bf16 = ft.bf16
+    return args
+
+
+# --- The command line, and one run ---
+
+REFUSED = {"prior_guide_target": "the free-text prior clones for --prior-epochs",
+           "cue_misjudge": "the free-text demonstrator is selfguide's default one"}
+
+
+def parse_config(argv=None):
+    """selfguide.py's settings (those TRL cannot run refused as the bridge refuses them) and
+    FreeText's; one line for a bad one."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    sg.add_settings(parser, sg.Config)
+    sg.add_settings(parser, FreeText)
+    # two layers: a step's tokens are not at fixed offsets in a chat (replies vary in length),
+    # and one GPT-2 layer cannot find the last observation's cell (its cloning loss stalls)
+    parser.set_defaults(n_layer=2)
+    args = vars(parser.parse_args(argv))
+    names = {f.name for f in dataclasses.fields(FreeText)}
+    try:
+        ft = FreeText(**{k: v for k, v in args.items() if k in names})
+        cfg = sg.Config(**{k: v for k, v in args.items() if k not in names})
+    except ValueError as error:
+        parser.error(str(error))
+    given = argv if argv is not None else sys.argv[1:]
+    if any(a.startswith("--guide-temperature") for a in given) and \
+            cfg.guide_temperature != cfg.temperature:
+        parser.error("TRL scores every token at one temperature: a free-text reply is sampled "
+                     "at --temperature, its assessment too (no --guide-temperature)")
+    for name, instead in REFUSED.items():
+        if getattr(cfg, name) not in (0.0, "none"):
+            parser.error(f"--{sg.flag(name)} is not run by the free-text path; {instead}")
+    try:
+        cfg = bridge.check_config(cfg)
+    except SystemExit as refusal:
+        parser.error(str(refusal).removeprefix("error: "))
+    return dataclasses.replace(cfg, guide_temperature=cfg.temperature), ft
+
+
+def report(trainer, cfg: sg.Config, ft: FreeText, tokenizer, out: Path, before: list,
+           minutes: float) -> list:
+    """The main process's files (model and tokenizer, log.jsonl, summary.md) and table."""
+    trainer.model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    sg.write_atomic(out / "log.jsonl", "".join(json.dumps(r) + "\n" for r in trainer.records))
+    sg.write_atomic(out / "selfguide_config.json", json.dumps(
+        {**dataclasses.asdict(cfg), **dataclasses.asdict(ft)}, indent=2))
+    rows = before + [
+        (f"trained on TRL, free text ({cfg.variant}), final policy", trainer.records[-1]["eval"]),
+        (f"trained on TRL, free text ({cfg.variant}), mean of the last {cfg.final_evals} "
+         f"evaluations", sg.final_metrics(trainer.records, cfg.final_evals))]
+    table = sg.summary_table(rows)
+    failures = "\n".join(f"{name}: unreadable assessments {sg.number(m.get('unreadable'), 3)}, "
+                         f"replies without a move {m['unparseable']:.3f}" for name, m in rows)
+    sg.write_atomic(out / "summary.md", f"{table}\n\n{failures}\n")
+    processes = trainer.accelerator.num_processes
+    on = f" on {processes} processes, whose weights agree" if processes > 1 else ""
+    print(f"\n{table}\n\n{failures}\n\ngreedy, {cfg.eval_tasks} held-out tasks; TRL "
+          f"{bridge.TRL_VERSION}{on}, {minutes:.1f} min of training; model, tokenizer, config "
+          f"and log.jsonl in {out}")
+    if cfg.show:
+        print("\n" + show_episodes(trainer.model, tokenizer, cfg, ft))
+    return rows
+
+
+def show_episodes(model, tokenizer, cfg: sg.Config, ft: FreeText) -> str:
+    """The first --show held-out episodes' chats, greedy, as the model saw and wrote them."""
+    batch = play(model, tokenizer, [sg.EVAL_SEED_BASE + i for i in range(cfg.show)],
+                 cfg.guided, cfg, ft, 0, greedy=True)
+    chats = []
+    for i, transcript in enumerate(batch.transcripts):
+        text = tokenizer.decode(batch.prompt + transcript.tokens, skip_special_tokens=False)
+        outcome = "reached the goal" if batch.steps.env_return[i] > 0 else "did not reach the goal"
+        chats.append(f"held-out maze {i}: {outcome} in {batch.steps.steps[i].item()} turns\n{text}")
+    return "\n\n".join(chats)
+
+
+def main(argv=None):
+    bridge.check_trl()
+    cfg, ft = parse_config(argv)
+    sg.check_transformers(sg.transformers.__version__)
+    state, device = bridge.start_processes(cfg)
+    out = Path(cfg.out or f"runs/freetext-{cfg.variant}-seed{cfg.seed}")
+    sg.writable_folder(ft.freetext_cache, "--freetext-cache")
+    sg.writable_folder(out, "--out")
+    from datasets import Dataset
+    sg.seed_everything(cfg.seed)
+    folder = ft.model
+    if not folder:
+        with state.main_process_first():  # the main process clones the prior, the others load it
+            folder = str(load_or_clone_prior(cfg, ft, device))
+    model, tokenizer = load_model(folder, device, ft.bf16)  # TRL's reference: this path
+    positions = model.config.max_position_embeddings  # the longest completion it can hold
+    before = []
+    if state.is_main_process:
+        before = [("prior, no guide (ReAct)", evaluate(model, tokenizer, cfg, ft, False)),
+                  ("prior, guide (ReAct w/ SG)", evaluate(model, tokenizer, cfg, ft, True))]
+        for name, metrics in before:
+            tqdm.write(f"{name}: {describe(metrics)}")
+
+    def make_trainer():
+        trainer = make_trainer_class()(
+            model=model, processing_class=tokenizer,
+            reward_funcs=[bridge.success_reward, bridge.guide_reward],
+            args=grpo_config(cfg, ft, out, device, positions),
+            train_dataset=Dataset.from_dict({"prompt": [str(s) for s in bridge.task_seeds(cfg)]}),
+            rollout_func=make_rollout_func(cfg, ft, tokenizer), selfguide_config=cfg)
+        evaluation = (lambda m: evaluate(m, tokenizer, cfg, ft, cfg.guided))
+        for callback in bridge.selfguide_callbacks(trainer, cfg, evaluation, describe,
+                                                   "free text"):
+            trainer.add_callback(callback)
+        return trainer
+
+    def save(trained):
+        trained.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+        print(f"\nstopped by Ctrl-C; the model trained so far is saved in {out}")
+    return bridge.train_and_report(
+        make_trainer, state,
+        lambda trainer, minutes: report(trainer, cfg, ft, tokenizer, out, before, minutes), save)
+
+
+if __name__ == "__main__":
+    main()
