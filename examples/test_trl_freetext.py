@@ -138,17 +138,18 @@ def test_the_mask_covers_exactly_the_tokens_the_model_wrote(monkeypatch):
     tokenizer, cfg, batch = scripted_play(monkeypatch, script)
     for row, texts in enumerate(script):
         reply = tokenizer.encode(texts[0], add_special_tokens=False) + [tokenizer.eos_token_id]
-        written = [token for token, w in zip(batch.transcripts[row].tokens, batch.transcripts[row].written) if w]
+        transcript = batch.transcripts[row]
+        written = [token for token, w in zip(transcript.tokens, transcript.written) if w]
         assert written == reply * 3  # three turns, each reply with its end of turn, nothing else
         # what it did not write: the environment's three turns, template headers included
         shown = observations_of(tokenizer, batch, row)
         turns = sum((freetext.environment_turn(tokenizer, o, True, t == 0)
                      for t, o in enumerate(shown)), [])
-        assert [t for t, w in zip(batch.transcripts[row].tokens, batch.transcripts[row].written) if not w] == turns
+        assert [t for t, w in zip(transcript.tokens, transcript.written) if not w] == turns
         # and the stream is the one a demonstration of these turns is cloned on
         ids, mask = freetext.encode_episode(tokenizer, True, list(zip(shown, [texts[0]] * 3)))
-        assert ids == batch.prompt + batch.transcripts[row].tokens
-        assert mask == [0] * len(batch.prompt) + batch.transcripts[row].written
+        assert ids == batch.prompt + transcript.tokens
+        assert mask == [0] * len(batch.prompt) + transcript.written
 
 
 def observations_of(tokenizer, batch, row):
@@ -200,7 +201,8 @@ def test_rewards_and_token_advantages_from_scripted_replies_equal_hand_computed(
 def test_unguided_replies_are_all_action_and_write_no_guide(monkeypatch):
     tokenizer, cfg, batch = scripted_play(monkeypatch, [["Move: east"]], guided=False)
     assert batch.steps.guides.eq(-1).all() and not batch.unreadable.any()
-    assert {s for s, w in zip(batch.transcripts[0].slots, batch.transcripts[0].written) if w} == {sg.SLOT_ACTION}
+    transcript = batch.transcripts[0]
+    assert {s for s, w in zip(transcript.slots, transcript.written) if w} == {sg.SLOT_ACTION}
     assert freetext.shares(batch) == {"unreadable": None, "unparseable": 0.0}
 
 
@@ -334,39 +336,19 @@ def test_the_free_text_path_refuses_what_it_cannot_run_in_one_line(argv, message
     assert message in capsys.readouterr().err
 
 
-def launch(tmp_path, folder, processes: int, name: str):
-    import subprocess
-    script = str(Path(__file__).parent / "trl_freetext.py")
-    launcher = ([sys.executable, script] if processes == 1 else
-                [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
-                 "--num_processes", str(processes), "--num_machines", "1",
-                 "--mixed_precision", "no", "--dynamo_backend", "no", script])
-    out = tmp_path / name
-    run = subprocess.run(launcher + FREE_ARGS + ["--model", str(folder), "--out", str(out),
-                                                 "--internal-reward", "oracle"],
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return run.stdout, out
-
-
 def test_two_processes_make_the_same_updates_as_one(tmp_path):
     """The free-text path on 2 processes, against 1: the same episodes, iteration by
     iteration, and the same update from the same model (to a relative 1e-4)."""
     trl_ready()
     pytest.importorskip("accelerate")
-    from safetensors.torch import load_file
     folder = tiny_llama(tmp_path / "llama")
-    (text_one, one), (text_two, two) = (launch(tmp_path, folder, p, f"p{p}") for p in (1, 2))
+    from test_trl_selfguide import launch, same_update
+    (text_one, one), (text_two, two) = (
+        launch(tmp_path, p, f"p{p}", ["--model", str(folder), "--internal-reward", "oracle"],
+               "trl_freetext.py", FREE_ARGS) for p in (1, 2))
     assert "on 2 processes, whose weights agree" in text_two
     assert text_two.count("| policy | success") == 1
-    prior = load_file(folder / "model.safetensors")
-    a, b = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
-    update = sum(((a[k] - prior[k]) ** 2).sum() for k in a).sqrt()
-    apart = sum(((a[k] - b[k]) ** 2).sum() for k in a).sqrt()
-    assert update > 1e-3 and apart / update < 1e-4
-    records = [[json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
-               for run in (one, two)]
-    for x, y in zip(*records):
+    for x, y in same_update(folder / "model.safetensors", one, two):
         for key in ("success", "steps", "unreadable", "unparseable", "trust"):
             assert x[key] == y[key], key
         assert y["trl/loss"] == pytest.approx(x["trl/loss"], rel=1e-4, abs=1e-6)

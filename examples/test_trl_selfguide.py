@@ -273,16 +273,18 @@ MULTI_ARGS = TINY_ARGS + ["--iterations", "2", "--tasks-per-iter", "4", "--eval-
                           "--threads", "1"]
 
 
-def launch(tmp_path, processes: int, name: str, extra=()):
-    """Run the bridge on `processes` processes; returns (stdout, the run's folder)."""
+def launch(tmp_path, processes: int, name: str, extra=(), script="trl_selfguide.py",
+           args=MULTI_ARGS):
+    """Run a bridge of examples/ on `processes` processes (accelerate launch --multi_gpu, as
+    on CPU it must be); returns (stdout, the run's folder)."""
     import subprocess
-    script = str(Path(__file__).parent / "trl_selfguide.py")
+    script = str(Path(__file__).parent / script)
     launcher = ([sys.executable, script] if processes == 1 else
                 [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
                  "--num_processes", str(processes), "--num_machines", "1",
                  "--mixed_precision", "no", "--dynamo_backend", "no", script])
     out = tmp_path / name
-    run = subprocess.run(launcher + MULTI_ARGS + list(extra) + [
+    run = subprocess.run(launcher + list(args) + list(extra) + [
         "--prior-cache", str(tmp_path / "priors"), "--out", str(out)],
         capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -302,20 +304,28 @@ def test_two_processes_make_the_same_updates_as_one(one_and_two):
     from the prior: equal to a relative 1e-4. The update, not the gradient, because it is
     what a run keeps; not to the bit, because the all-reduce sums the two halves of each
     minibatch's gradient in another order than one process does."""
-    from safetensors.torch import load_file
     (_, one), (_, two), tmp_path = one_and_two
-    prior = load_file(next((tmp_path / "priors").glob("prior-*/model.safetensors")))
-    a, b = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
-    update = sum(((a[k] - prior[k]) ** 2).sum() for k in a).sqrt()
-    apart = sum(((a[k] - b[k]) ** 2).sum() for k in a).sqrt()
-    assert update > 1e-3 and apart / update < 1e-4
-    records = [[json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
-               for run in (one, two)]
-    for x, y in zip(*records):  # the same episodes, success and guides, iteration by iteration
+    prior = next((tmp_path / "priors").glob("prior-*/model.safetensors"))
+    for x, y in same_update(prior, one, two):  # the same episodes, iteration by iteration
         for key in ("success", "steps", "share_positive", "guide_balanced_accuracy", "trust"):
             assert x[key] == y[key], key
         assert x["eval"]["success"] == y["eval"]["success"]
         assert y["trl/loss"] == pytest.approx(x["trl/loss"], rel=1e-4, abs=1e-6)
+
+
+def same_update(prior: Path, one: Path, two: Path) -> list:
+    """Assert that runs `one` and `two` moved the weights of `prior` by the same update, to a
+    relative 1e-4; returns their log.jsonl records, paired iteration by iteration."""
+    from safetensors.torch import load_file
+    start = load_file(prior)
+    a, b = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
+    update = sum(((a[k] - start[k]) ** 2).sum() for k in a).sqrt()
+    apart = sum(((a[k] - b[k]) ** 2).sum() for k in a).sqrt()
+    assert update > 1e-3 and apart / update < 1e-4
+    records = [[json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+               for run in (one, two)]
+    assert len(records[0]) == len(records[1])
+    return list(zip(*records))
 
 
 def test_two_processes_print_and_write_once_and_end_with_equal_weights(one_and_two):

@@ -53,7 +53,6 @@ import random
 import re
 import sys
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -566,44 +565,20 @@ def make_rollout_func(cfg: sg.Config, ft: FreeText, tokenizer):
 
 
 def make_trainer_class():
-    from trl import GRPOTrainer
-    from trl.trainer import grpo_trainer as grpo_trainer_module
-
-    class FreeTextGRPOTrainer(GRPOTrainer):
+    class FreeTextGRPOTrainer(bridge.trainer_base_class()):
         """GRPOTrainer with selfguide's per-token advantages over free-text replies; TRL's
         own per-token log-probs over the whole vocabulary."""
 
-        def __init__(self, *args, selfguide_config: sg.Config, **kwargs):
-            self.selfguide_config = selfguide_config
-            self.records, self.episodes, self.rows = [], None, None
-            super().__init__(*args, **kwargs)
-            grpo_trainer_module.shuffle_sequence_dict = lambda batch: batch  # as the bridge
+        def steps(self) -> sg.Rollouts:
+            return self.episodes.steps
 
-        @property
-        def updates_per_iteration(self) -> int:
-            return self.args.steps_per_generation * self.num_iterations
+        def token_advantages(self, advantages, width: int) -> torch.Tensor:
+            rows = spread_advantages(self.episodes, advantages, self.rows)
+            return torch.tensor([r + [0.0] * (width - len(r)) for r in rows],
+                                device=self.accelerator.device)
 
-        def _generate_and_score_completions(self, inputs):
-            output = super()._generate_and_score_completions(inputs)
-            if not self.model.training:
-                return output
-            cfg, batch = self.selfguide_config, self.episodes
-            iteration = self.state.global_step // self.updates_per_iteration + 1
-            trust = sg.trust_at(cfg, iteration)
-            advantages, returns = sg.iteration_advantages(batch.steps, cfg, trust, iteration)
-            rows = spread_advantages(batch, advantages, self.rows)
-            width = output["completion_ids"].shape[1]
-            output["advantages"] = torch.tensor([r + [0.0] * (width - len(r)) for r in rows],
-                                                device=output["completion_ids"].device)
-            self.records.append({"iteration": iteration, "trust": trust,
-                                 **sg.episode_metrics(batch.steps), **shares(batch),
-                                 "zero_variance_groups": sg.zero_variance(
-                                     returns.view(-1, cfg.group_size)).float().mean().item()})
-            return output
-
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-            return bridge.whole_minibatch_loss(loss, inputs, self.accelerator)
+        def episode_extras(self) -> dict:
+            return shares(self.episodes)
 
     return FreeTextGRPOTrainer
 

@@ -197,13 +197,16 @@ def guide_reward(completions, guide_return, **_):
     return guide_return
 
 
-def make_trainer_class():
+def trainer_base_class():
+    """GRPOTrainer with what the bridges share: the episodes of an iteration kept whole,
+    selfguide's per-token advantages in place of TRL's, lambda(u) per iteration, the loss
+    over the whole minibatch's tokens, and an iteration's record for log.jsonl. A subclass
+    says where the steps are (`steps()`, an sg.Rollouts) and how a step's advantages reach
+    its rows' tokens (`token_advantages`)."""
     from trl import GRPOTrainer
     from trl.trainer import grpo_trainer as grpo_trainer_module
 
-    class SelfGuideGRPOTrainer(GRPOTrainer):
-        """GRPOTrainer with constrained log-probs and selfguide's per-token advantages."""
-
+    class SelfGuideTrainerBase(GRPOTrainer):
         def __init__(self, *args, selfguide_config: sg.Config, **kwargs):
             self.selfguide_config = selfguide_config
             self.records, self.episodes, self.rows = [], None, None
@@ -216,6 +219,38 @@ def make_trainer_class():
         @property
         def updates_per_iteration(self) -> int:
             return self.args.steps_per_generation * self.num_iterations
+
+        def _generate_and_score_completions(self, inputs):
+            output = super()._generate_and_score_completions(inputs)
+            if not self.model.training:  # TRL's own evaluation loop: not used by the bridges
+                return output
+            cfg, steps = self.selfguide_config, self.steps()
+            # lambda(u) of the iteration these rollouts start: global_step counts optimizer
+            # steps, several per iteration, and is u - 1 iterations' worth when u begins
+            iteration = self.state.global_step // self.updates_per_iteration + 1
+            trust = sg.trust_at(cfg, iteration)
+            advantages, returns = sg.iteration_advantages(steps, cfg, trust, iteration)
+            output["advantages"] = self.token_advantages(advantages,
+                                                         output["completion_ids"].shape[1])
+            self.records.append({"iteration": iteration, "trust": trust,
+                                 **sg.episode_metrics(steps), **self.episode_extras(),
+                                 "zero_variance_groups": sg.zero_variance(
+                                     returns.view(-1, cfg.group_size)).float().mean().item()})
+            return output
+
+        def episode_extras(self) -> dict:
+            return {}
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            return whole_minibatch_loss(loss, inputs, self.accelerator)
+
+    return SelfGuideTrainerBase
+
+
+def make_trainer_class():
+    class SelfGuideGRPOTrainer(trainer_base_class()):
+        """GRPOTrainer with constrained log-probs and selfguide's per-token advantages."""
 
         def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask,
                                                logits_to_keep, batch_size=None,
@@ -244,28 +279,13 @@ def make_trainer_class():
                 return full.index_copy(1, targets, values)[:, -logits_to_keep:]
             return spread(chosen), spread(entropy) if compute_entropy else None, None
 
-        def _generate_and_score_completions(self, inputs):
-            output = super()._generate_and_score_completions(inputs)
-            if not self.model.training:  # TRL's own evaluation loop: not used by this bridge
-                return output
-            cfg, batch = self.selfguide_config, self.episodes
-            # lambda(u) of the iteration these rollouts start: global_step counts optimizer
-            # steps, several per iteration, and is u - 1 iterations' worth when u begins
-            iteration = self.state.global_step // self.updates_per_iteration + 1
-            trust = sg.trust_at(cfg, iteration)
-            advantages, returns = sg.iteration_advantages(batch, cfg, trust, iteration)  # (N, L)
-            advantages = advantages[self.rows]                   # this process's rows (n, L)
-            width = output["completion_ids"].shape[1]
-            output["advantages"] = F.pad(advantages[:, 2:], (0, width - advantages.shape[1] + 2))
-            self.records.append({"iteration": iteration, "trust": trust,
-                                 **sg.episode_metrics(batch),
-                                 "zero_variance_groups": sg.zero_variance(
-                                     returns.view(-1, cfg.group_size)).float().mean().item()})
-            return output
+        def steps(self) -> sg.Rollouts:
+            return self.episodes
 
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-            return whole_minibatch_loss(loss, inputs, self.accelerator)
+        def token_advantages(self, advantages, width: int) -> torch.Tensor:
+            """(N, L) over the episode streams -> this process's rows, after the prompt."""
+            advantages = advantages[self.rows]                   # this process's rows (n, L)
+            return F.pad(advantages[:, 2:], (0, width - advantages.shape[1] + 2))
 
     return SelfGuideGRPOTrainer
 
