@@ -14,8 +14,8 @@ a turn of a chat:
 - A reply without a readable move (no `Move: north|east|south|west`) is a bump: the agent
   stays where it is and the step counts (toy_env's `step(None)`). Both are counted.
 - Spans are found by parsing the reply's text and mapping the characters back to the tokens
-  the model wrote (`char_offsets`), whatever the tokenizer: the assessment's tokens get the
-  guide's advantage, the rest of the reply (the move, the format, its end of turn) the
+  the model wrote (`char_offsets`), whatever the tokenizer: the reply up to its assessment's
+  end gets the guide's advantage, the rest (the move, the format, the end of turn) the
   action's, so step credit, --guide-advantage env and the KL work as in the bridge.
 - Loss mask (`env_mask`): 1 on every token the model wrote, its end-of-turn included; 0 on
   the environment's turns and the chat template's headers around them.
