@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import json
 import random
 import re
@@ -245,7 +244,7 @@ def encode_episode(tokenizer, guided: bool, steps):
     ids = prompt_ids(tokenizer, guided)
     written = [0] * len(ids)
     for t, (observation, reply) in enumerate(steps):
-        turn = list(cached_turn(tokenizer, observation, guided, t == 0))
+        turn = cached_turn(tokenizer, observation, guided, t == 0)
         answer = tokenizer.encode(reply, add_special_tokens=False) + [tokenizer.eos_token_id]
         ids, written = ids + turn + answer, written + [0] * len(turn) + [1] * len(answer)
     return ids, written
@@ -416,9 +415,14 @@ def generate_replies(model, tokenizer, contexts, ft: FreeText, temperature: floa
     return [row[:row.index(eos) + 1] if eos in row else row for row in replies]
 
 
-@functools.lru_cache(maxsize=2**16)
-def cached_turn(tokenizer, observation: str, guided: bool, first: bool) -> tuple:
-    return tuple(environment_turn(tokenizer, observation, guided, first))
+def cached_turn(tokenizer, observation: str, guided: bool, first: bool) -> list:
+    """environment_turn, memoised on the tokenizer itself (mazes repeat their observations;
+    a cache keyed by the tokenizer's id could serve a new tokenizer another's turns)."""
+    cache = tokenizer.__dict__.setdefault("_environment_turns", {})
+    key = (observation, guided, first)
+    if key not in cache:
+        cache[key] = environment_turn(tokenizer, observation, guided, first)
+    return cache[key]
 
 
 def read_reply(tokenizer, reply: list, guided: bool):
@@ -448,7 +452,7 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
     running = list(range(n))
     for t in range(horizon):
         for i in running:
-            turn = list(cached_turn(tokenizer, observations[i], guided, t == 0))
+            turn = cached_turn(tokenizer, observations[i], guided, t == 0)
             transcripts[i].add(turn, 0, -1, [sg.SLOT_CONTEXT] * len(turn))
             truths[i, t], revisits[i, t] = truth[i], revisit[i]
         answers = generate_replies(model, tokenizer, [prompt + transcripts[i].tokens
