@@ -47,9 +47,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
+import math
+import os
 import random
 import re
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -276,7 +280,7 @@ def clone(model, sequences, cfg: sg.Config, device):
     updates = cfg.prior_epochs * -(-len(sequences) // cfg.prior_batch)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.prior_lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda i: 0.5 * (1 + torch.cos(torch.tensor(torch.pi * i / updates)).item()))
+        optimizer, lambda i: 0.5 * (1 + math.cos(math.pi * i / updates)))
     losses, bar = [], tqdm(total=updates, desc="Stage 0 cloning (free text)", leave=False)
     for _ in range(cfg.prior_epochs):
         for batch in torch.randperm(len(sequences), generator=generator).split(cfg.prior_batch):
@@ -303,7 +307,6 @@ def clone(model, sequences, cfg: sg.Config, device):
 
 def prior_folder(cfg: sg.Config, ft: FreeText) -> Path:
     """The cached free-text prior of these settings: selfguide's prior key, and the format's."""
-    import hashlib
     text = json.dumps([sg.prior_key(cfg), ft.architecture, ft.tokenizer, ft.vocab, ft.reply_tokens,
                        system_prompt(True), PHRASES])
     return Path(ft.freetext_cache) / f"prior-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
@@ -312,7 +315,6 @@ def prior_folder(cfg: sg.Config, ft: FreeText) -> Path:
 def load_or_clone_prior(cfg: sg.Config, ft: FreeText, device) -> Path:
     """The folder of the tiny free-text prior (model and tokenizer, as transformers saves
     them), cloned and published whole if it is not cached."""
-    import os
     folder = prior_folder(cfg, ft)
     if folder.exists():
         return folder
@@ -334,7 +336,6 @@ def load_or_clone_prior(cfg: sg.Config, ft: FreeText, device) -> Path:
     try:
         os.rename(temporary, folder)
     except OSError:  # another process published it first: use that one
-        import shutil
         shutil.rmtree(temporary, ignore_errors=True)
     mean = sum(len(ids) for ids, _ in sequences) / len(sequences)
     tqdm.write(f"Stage 0 prior (free text): {len(episodes)} demonstrations in the chat format "
@@ -365,7 +366,7 @@ def load_model(folder, device, bf16: bool = False):
 
 @dataclass
 class Transcript:
-    """One episode's token stream after the prompt, token by token, and its replies."""
+    """One episode's token stream after the prompt, token by token."""
     tokens: list = dataclasses.field(default_factory=list)   # token ids
     written: list = dataclasses.field(default_factory=list)  # 1 where the model wrote it
     steps: list = dataclasses.field(default_factory=list)    # its step; -1 if the env's
@@ -373,7 +374,6 @@ class Transcript:
     # its assessment's end, sg.SLOT_ACTION on the rest of it, sg.SLOT_CONTEXT elsewhere
     spans: list = dataclasses.field(default_factory=list)    # per step (assessment, move):
     # token spans [first, last + 1) in `tokens`, None where not found
-    replies: list = dataclasses.field(default_factory=list)  # per step the reply's text
 
     def add(self, tokens, written: int, step: int, slots: list):
         self.tokens += tokens
@@ -459,11 +459,10 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
                                                       for i in running],
                                    ft, cfg.temperature, greedy, seed * 1000 + t)
         for i, reply in zip(running, answers):
-            text, guide, move, judged_end, judged, moved = read_reply(tokenizer, reply, guided)
+            _, guide, move, judged_end, judged, moved = read_reply(tokenizer, reply, guided)
             start = len(transcripts[i].tokens)
             transcripts[i].spans.append(tuple(None if s is None else (s[0] + start, s[1] + start)
                                               for s in (judged, moved)))
-            transcripts[i].replies.append(text)
             transcripts[i].add(reply, 1, t, [sg.SLOT_GUIDE if k < judged_end else sg.SLOT_ACTION
                                              for k in range(len(reply))])
             if guided:  # unreadable counts as neutral (the paper's rule)
@@ -518,12 +517,11 @@ def evaluate(model, tokenizer, cfg: sg.Config, ft: FreeText, guided: bool,
     seeds = [sg.EVAL_SEED_BASE + i for i in range(cfg.eval_tasks)]
     parts = [play(model, tokenizer, seeds[i:i + batch_size], guided, cfg, ft, 0, greedy=True)
              for i in range(0, len(seeds), batch_size)]
-    steps = sg.concat_rollouts([p.steps for p in parts])
-    counts = [(shares(p), len(p.transcripts)) for p in parts]
-    return {**sg.episode_metrics(steps),
-            **{key: (None if any(c[key] is None for c, _ in counts) else
-                     sum(c[key] * n for c, n in counts) / len(seeds))
-               for key in ("unreadable", "unparseable")}}
+    batch = Episodes(parts[0].prompt, [t for p in parts for t in p.transcripts],
+                     torch.cat([p.unreadable for p in parts]),
+                     torch.cat([p.unparseable for p in parts]),
+                     sg.concat_rollouts([p.steps for p in parts]))
+    return {**sg.episode_metrics(batch.steps), **shares(batch)}
 
 
 def describe(metrics: dict) -> str:
