@@ -108,6 +108,20 @@ def test_environment_turns_are_what_the_template_puts_between_replies(kind):
     assert tokenizer.decode(stream) == tokenizer.decode(freetext.render(tokenizer, messages))
 
 
+def test_single_turns_are_each_step_as_a_chat_of_its_own_without_system_turn_or_history():
+    """The tiny prior's first cloning: each (observation, reply) is the template's rendering of
+    that user turn and that assistant turn alone, the reply and its end of turn written."""
+    tokenizer = tokenizers()["bpe"]
+    steps = list(zip(OBSERVATIONS, REPLIES))
+    turns = freetext.turn_sequences(tokenizer, [(True, steps), (False, steps[:1])])
+    assert len(turns) == len(steps) + 1
+    for (ids, written), (observation, reply) in zip(turns, steps + steps[:1]):
+        chat = [{"role": "user", "content": observation}, {"role": "assistant", "content": reply}]
+        assert ids == freetext.render(tokenizer, chat)
+        assert tokenizer.decode([i for i, w in zip(ids, written) if w]) == reply + "<|end|>"
+        assert written == sorted(written)  # the reply is the turn's end
+
+
 # --- The episode, played with scripted replies ---
 
 class Scripted:

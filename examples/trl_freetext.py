@@ -25,8 +25,9 @@ a turn of a chat:
 With no --model, the model is a tiny GPT-2 (two layers) cloned here (Stage 0, as
 selfguide.py's) on the demonstrator's episodes in this chat format, its judgements written
 as short phrases, with a subword (BPE) tokenizer trained on them by the `tokenizers`
-library, all built in code. It learns the format and the guide, not yet the moves
-(examples/README.md has the figures), so it does not yet reach a goal:
+library, all built in code: first on single turns (what a chat model brings from
+pretraining: reading one observation), then on whole chats. examples/README.md has what it
+learns and what training it here gives:
 
     pip install -r requirements.txt trl==1.16.0
     python examples/trl_freetext.py                    # the full method, free text (CPU)
@@ -86,13 +87,19 @@ class FreeText:
                                         "positions) of the same size", ["gpt2", "llama"])
     vocab: int = setting(512, "the BPE tokenizer's vocabulary size")
     reply_tokens: int = setting(24, "most tokens the model may write in one turn")
+    turn_updates: int = setting(1000, "the tiny prior's cloning starts with this many updates "
+                                      "on single turns (an observation and its reply, no system "
+                                      "turn, no history), then --prior-epochs over whole chats: "
+                                      "what a chat model brings from pretraining, reading one "
+                                      "observation (0: whole chats only)")
     bf16: bool = setting(False, "load the model in bf16 and train with TRL's bf16 (a GPU's "
                                 "setting)")
     freetext_cache: str = setting("runs/priors-freetext", "folder of the cached free-text priors")
 
     def __post_init__(self):
-        if self.vocab < 64 or self.reply_tokens < 4:
-            raise ValueError("--vocab must be at least 64 and --reply-tokens at least 4")
+        if self.vocab < 64 or self.reply_tokens < 4 or self.turn_updates < 0:
+            raise ValueError("--vocab must be at least 64, --reply-tokens at least 4 and "
+                             "--turn-updates at least 0")
 
 
 # --- The format: one chat turn per step ---
@@ -249,7 +256,7 @@ def encode_episode(tokenizer, guided: bool, steps):
     written = [0] * len(ids)
     for t, (observation, reply) in enumerate(steps):
         turn = cached_turn(tokenizer, observation, guided, t == 0)
-        answer = tokenizer.encode(reply, add_special_tokens=False) + [tokenizer.eos_token_id]
+        answer = cached_answer(tokenizer, reply)
         ids, written = ids + turn + answer, written + [0] * len(turn) + [1] * len(answer)
     return ids, written
 
@@ -273,17 +280,34 @@ def make_model(cfg: sg.Config, ft: FreeText, tokenizer, positions: int):
         pad_token_id=tokenizer.pad_token_id))
 
 
-def clone(model, sequences, cfg: sg.Config, device):
+def turn_sequences(tokenizer, episodes) -> list:
+    """Every step of the demonstrations as a chat of its own: the environment's turn, then the
+    reply, with no system turn and no history before it: [(ids, written)]. (The turn as it
+    stands between two replies, already cached by encode_episode: in the tiny prior's
+    template, the same tokens as a chat that starts with it.)"""
+    sequences = []
+    for guided, steps in episodes:
+        for observation, reply in steps:
+            turn = cached_turn(tokenizer, observation, guided, False)
+            answer = cached_answer(tokenizer, reply)
+            sequences.append((turn + answer, [0] * len(turn) + [1] * len(answer)))
+    return sequences
+
+
+def clone(model, sequences, cfg: sg.Config, device, updates: int = 0, desc: str = "episodes"):
     """Behaviour cloning over the whole vocabulary: maximise log pi of the written tokens.
-    sequences: [(ids, written)]. Returns the losses."""
+    sequences: [(ids, written)], for --prior-epochs passes, or `updates` updates if given.
+    Returns the losses."""
     generator = torch.Generator().manual_seed(cfg.seed)
-    updates = cfg.prior_epochs * -(-len(sequences) // cfg.prior_batch)
+    updates = updates or cfg.prior_epochs * -(-len(sequences) // cfg.prior_batch)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.prior_lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda i: 0.5 * (1 + math.cos(math.pi * i / updates)))
-    losses, bar = [], tqdm(total=updates, desc="Stage 0 cloning (free text)", leave=False)
-    for _ in range(cfg.prior_epochs):
+    losses, bar = [], tqdm(total=updates, desc=f"Stage 0 cloning (free text, {desc})", leave=False)
+    while len(losses) < updates:
         for batch in torch.randperm(len(sequences), generator=generator).split(cfg.prior_batch):
+            if len(losses) == updates:
+                break
             width = max(len(sequences[i][0]) for i in batch)
             ids = torch.tensor([sequences[i][0] + [0] * (width - len(sequences[i][0]))
                                 for i in batch], device=device)                 # (B, L)
@@ -308,7 +332,7 @@ def clone(model, sequences, cfg: sg.Config, device):
 def prior_folder(cfg: sg.Config, ft: FreeText) -> Path:
     """The cached free-text prior of these settings: selfguide's prior key, and the format's."""
     text = json.dumps([sg.prior_key(cfg), ft.architecture, ft.tokenizer, ft.vocab, ft.reply_tokens,
-                       system_prompt(True), PHRASES])
+                       ft.turn_updates, system_prompt(True), PHRASES])
     return Path(ft.freetext_cache) / f"prior-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
@@ -329,7 +353,12 @@ def load_or_clone_prior(cfg: sg.Config, ft: FreeText, device) -> Path:
     positions = len(prompt_ids(tokenizer, True)) + cfg.max_steps * (turn + 8 + ft.reply_tokens)
     torch.manual_seed(cfg.seed)
     model = make_model(cfg, ft, tokenizer, positions).to(device)
-    losses = clone(model, sequences, cfg, device)
+    # one turn alone first: with the system turn and the history in front, a move's query
+    # attends over hundreds of tokens from the start and the cloning does not find the
+    # observation (the moves stay at chance, measured); on single turns it does
+    losses = clone(model, turn_sequences(tokenizer, episodes), cfg, device, ft.turn_updates,
+                   "single turns") if ft.turn_updates else []
+    losses += clone(model, sequences, cfg, device)
     temporary = sg.partial_path(folder)
     model.save_pretrained(temporary)
     tokenizer.save_pretrained(temporary)
@@ -340,8 +369,9 @@ def load_or_clone_prior(cfg: sg.Config, ft: FreeText, device) -> Path:
     mean = sum(len(ids) for ids, _ in sequences) / len(sequences)
     tqdm.write(f"Stage 0 prior (free text): {len(episodes)} demonstrations in the chat format "
                f"({mean:.0f} tokens on average, {len(tokenizer)}-token {ft.tokenizer} "
-               f"vocabulary), cloned in {time.perf_counter() - start:.0f} s, {len(losses)} "
-               f"updates, final loss {losses[-1]:.3f} -> {folder}")
+               f"vocabulary), cloned in {time.perf_counter() - start:.0f} s, {ft.turn_updates} "
+               f"updates on single turns and {len(losses) - ft.turn_updates} on whole chats, "
+               f"final loss {losses[-1]:.3f} -> {folder}")
     return folder
 
 
@@ -423,6 +453,15 @@ def cached_turn(tokenizer, observation: str, guided: bool, first: bool) -> list:
     if key not in cache:
         cache[key] = environment_turn(tokenizer, observation, guided, first)
     return cache[key]
+
+
+def cached_answer(tokenizer, reply: str) -> list:
+    """A demonstrated reply's tokens and its end of turn, memoised as cached_turn is (the
+    demonstrator writes a few dozen distinct replies)."""
+    cache = tokenizer.__dict__.setdefault("_answers", {})
+    if reply not in cache:
+        cache[reply] = tokenizer.encode(reply, add_special_tokens=False) + [tokenizer.eos_token_id]
+    return cache[reply]
 
 
 def read_reply(tokenizer, reply: list, guided: bool):

@@ -5,6 +5,7 @@ pooled over several comparisons, or another metric than success.
     python experiments/paired.py runs/A,runs/B success 'ablation: immediate lambda = 1|GRPO'
     python experiments/paired.py runs/I-fresh revisits 'GRPO w/ SG & GR|ReAct w/ SG'
     python experiments/paired.py --runs 'runs/pair/trl-{seed}|runs/pair/selfguide-{seed}' 0,1,2
+    python experiments/paired.py --runs 'runs/ft/sg_gr-{seed}|runs/ft/grpo-{seed}' 0,1 revisits
 
 The first argument is one or more comparison folders (their compare.json), comma-separated;
 then the metric of each run's final score; then pairs 'row A|row B' (row names as in the
@@ -12,7 +13,7 @@ table, leading spaces optional). Prints A - B per pair: the mean over the pooled
 95% t-interval, and on how many seeds A is above B. With --runs, the pair is two run folders
 (their log.jsonl, each scored as selfguide.py scores a run: the mean of its last
 --final-evals evaluations, as its selfguide_config.json says) with {seed} filled in from the
-seeds given.
+seeds given, on success or the metric named after the seeds.
 """
 import json
 import sys
@@ -43,16 +44,16 @@ def interval_line(name: str, differences: list) -> str:
             f"{sum(d > 0 for d in differences)} of {len(differences)} seeds")
 
 
-def run_score(folder: str) -> float:
+def run_score(folder: str, key: str = "success") -> float:
     config = json.loads((Path(folder) / "selfguide_config.json").read_text())
     return sg.final_metrics(plots.read_log(Path(folder) / "log.jsonl"),
-                            config["final_evals"])["success"]
+                            config["final_evals"])[key]
 
 
 def parse_args(argv=None) -> list:
     """The command line as given, if it has one of the two shapes above; else the usage."""
     argv = sys.argv[1:] if argv is None else argv
-    runs = argv[:1] == ["--runs"] and len(argv) == 3 and argv[1].count("|") == 1
+    runs = argv[:1] == ["--runs"] and len(argv) in (3, 4) and argv[1].count("|") == 1
     if not runs and (len(argv) < 3 or argv[0].startswith("-")
                      or any(pair.count("|") != 1 for pair in argv[2:])):
         raise SystemExit(__doc__)
@@ -62,11 +63,11 @@ def parse_args(argv=None) -> list:
 def main(argv=None):
     argv = parse_args(argv)
     if argv[0] == "--runs":
-        a, b = argv[1].split("|")
-        pairs = [(run_score(a.format(seed=s)), run_score(b.format(seed=s)))
+        (a, b), key = argv[1].split("|"), (argv[3:] or ["success"])[0]
+        pairs = [(run_score(a.format(seed=s), key), run_score(b.format(seed=s), key))
                  for s in argv[2].split(",")]
         lines = [f"{a} / {b}: " + ", ".join(f"{x:.3f} / {y:.3f}" for x, y in pairs),
-                 interval_line(f"{a} - {b}, success", [x - y for x, y in pairs])]
+                 interval_line(f"{a} - {b}, {key}", [x - y for x, y in pairs])]
         print("\n".join(lines))
         return lines
     seeds, key = pooled_seeds(argv[0]), argv[1]

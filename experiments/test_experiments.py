@@ -539,8 +539,12 @@ def test_paired_runs_scores_each_run_as_selfguide_does(tmp_path, capsys):
         (tmp_path / name).mkdir()
         (tmp_path / name / "selfguide_config.json").write_text(json.dumps({"final_evals": 2}))
         (tmp_path / name / "log.jsonl").write_text("".join(
-            json.dumps({"iteration": i, "eval": {"success": v}}) + "\n"
+            json.dumps({"iteration": i, "eval": {"success": v, "unreadable": 1 - v}}) + "\n"
             for i, v in enumerate(successes, 1)))
     lines = paired.main(["--runs", f"{tmp_path}/x-{{seed}}|{tmp_path}/y-{{seed}}", "0,1"])
     assert lines[0].endswith(": 0.300 / 0.100, 0.450 / 0.200")  # the last 2 of each
     assert "success: +0.225 [" in lines[1] and "above on 2 of 2 seeds" in lines[1]
+    lines = paired.main(["--runs", f"{tmp_path}/x-{{seed}}|{tmp_path}/y-{{seed}}", "0,1",
+                         "unreadable"])  # another metric, named after the seeds
+    assert lines[0].endswith(": 0.700 / 0.900, 0.550 / 0.800")
+    assert "unreadable: -0.225 [" in lines[1] and "above on 0 of 2 seeds" in lines[1]
