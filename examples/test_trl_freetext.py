@@ -270,6 +270,41 @@ def test_cloning_trains_only_the_written_tokens():
     assert losses[0] == losses[1]
 
 
+class Oracle(torch.nn.Module):
+    """Stands in for a model: its most likely next token is the stream's own next token, save
+    at the positions in `wrong`, where it is the pad."""
+
+    def __init__(self, vocab, wrong=()):
+        super().__init__()
+        self.vocab, self.wrong, self.unused = vocab, set(wrong), torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, ids):
+        logits = torch.zeros(*ids.shape, self.vocab)
+        nexts = ids[0, 1:].tolist() + [0]
+        for p, token in enumerate(nexts):
+            logits[0, p, 0 if p in self.wrong else token] = 1.0
+        return type("Out", (), {"logits": logits})
+
+
+def test_decisions_predicted_counts_a_word_right_only_if_all_its_tokens_are():
+    """The cloning diagnostic reads the move and the guide word off each reply's parsed spans,
+    on any tokenizer ('bpe' cuts words into pieces), and counts a word only if every one of
+    its tokens is the most likely one."""
+    tokenizer = tokenizers()["bpe"]
+    steps = list(zip(OBSERVATIONS, REPLIES))
+    episodes = [(True, steps), (False, steps[:2])]
+    assert freetext.decisions_predicted(Oracle(len(tokenizer)), tokenizer, episodes) == {
+        "moves": 1.0, "guides": 1.0}
+    # the first episode's last move: one of its tokens predicted wrong, the other moves right
+    ids, _ = freetext.encode_episode(tokenizer, True, steps)
+    last = len(ids) - 2  # the reply's last token before its end of turn: the move's
+    assert tokenizer.decode(ids[last:last + 1]).strip() == "south"
+    seen = freetext.decisions_predicted(Oracle(len(tokenizer), {last - 1}), tokenizer, episodes)
+    assert seen == {"moves": 4 / 5, "guides": 1.0}
+    assert freetext.decisions_predicted(Oracle(len(tokenizer), range(10**4)), tokenizer,
+                                        episodes) == {"moves": 0.0, "guides": 0.0}
+
+
 # --- TRL: one iteration end to end, another architecture, two processes ---
 
 def trl_ready():

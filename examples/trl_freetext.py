@@ -236,11 +236,14 @@ def token_span(offsets, span):
 
 # --- Stage 0 in the chat format: the tiny prior, its tokenizer, its cache ---
 
-def demonstrations(cfg: sg.Config) -> list:
-    """The demonstrator's episodes (selfguide's Stage 0 seeds), each in both formats:
-    [(guided, [(observation, reply), ...])], the judgements as phrases drawn per step."""
-    env, phrases, episodes = sg.make_env(cfg), random.Random(f"phrases-{cfg.seed}"), []
-    for i in tqdm(range(cfg.prior_episodes), desc="demonstrations", leave=False):
+def demonstrations(cfg: sg.Config, first: int = 0, count: int | None = None) -> list:
+    """The demonstrator's episodes (selfguide's Stage 0 seeds: --prior-episodes of them, or
+    `count` from the `first`-th), each in both formats: [(guided, [(observation, reply),
+    ...])], the judgements as phrases drawn per step."""
+    env, episodes = sg.make_env(cfg), []
+    phrases = random.Random(f"phrases-{cfg.seed}" + (f"-{first}" if first else ""))
+    count = cfg.prior_episodes if count is None else count
+    for i in tqdm(range(first, first + count), desc="demonstrations", leave=False):
         steps, _ = toy_env.demonstrate(env, seed=sg.PRIOR_SEED_BASE + cfg.seed * 10**6 + i,
                                        cue_noise=cfg.cue_noise, cue_misjudge=cfg.cue_misjudge)
         episodes += [(guided, [(o, reply_text(g, a, guided, phrases)) for o, g, a in steps])
@@ -329,11 +332,41 @@ def clone(model, sequences, cfg: sg.Config, device, updates: int = 0, desc: str 
     return losses
 
 
+@torch.no_grad()
+def decisions_predicted(model, tokenizer, episodes) -> dict:
+    """Teacher-forced on demonstrations: the share of the demonstrator's moves, and of its
+    guide words, that the model's most likely next tokens write exactly (every token of the
+    word). Cloning's diagnostic: a prior whose moves are at chance (25%) never reaches a goal,
+    and GRPO then has nothing to learn from."""
+    right = {"moves": [], "guides": []}
+    device = next(model.parameters()).device
+    for guided, steps in episodes:
+        ids, _ = encode_episode(tokenizer, guided, steps)
+        best = model(torch.tensor([ids], device=device)).logits[0].argmax(-1).tolist()  # (L,)
+        position = len(prompt_ids(tokenizer, guided))
+        for t, (observation, reply) in enumerate(steps):
+            position += len(cached_turn(tokenizer, observation, guided, t == 0))
+            answer, (assessment, move, _) = cached_answer(tokenizer, reply), parse_reply(reply)
+            offsets = char_offsets(tokenizer, answer)
+            word = re.search("|".join(GUIDES), reply[slice(*assessment)]) if assessment else None
+            spans = {"moves": token_span(offsets, move), "guides": word and token_span(
+                offsets, (assessment[0] + word.start(), assessment[0] + word.end()))}
+            for kind, span in spans.items():
+                if span:  # token p is predicted at p - 1
+                    right[kind].append(all(best[position + k - 1] == answer[k]
+                                           for k in range(*span)))
+            position += len(answer)
+    return {kind: sum(hits) / len(hits) for kind, hits in right.items() if hits}
+
+
 def prior_folder(cfg: sg.Config, ft: FreeText) -> Path:
     """The cached free-text prior of these settings: selfguide's prior key, and the format's."""
     text = json.dumps([sg.prior_key(cfg), ft.architecture, ft.tokenizer, ft.vocab, ft.reply_tokens,
                        ft.turn_updates, system_prompt(True), PHRASES])
     return Path(ft.freetext_cache) / f"prior-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+PROBE_EPISODES = 10  # demonstrations the prior's decisions are checked on after cloning
 
 
 def load_or_clone_prior(cfg: sg.Config, ft: FreeText, device) -> Path:
@@ -359,9 +392,13 @@ def load_or_clone_prior(cfg: sg.Config, ft: FreeText, device) -> Path:
     losses = clone(model, turn_sequences(tokenizer, episodes), cfg, device, ft.turn_updates,
                    "single turns") if ft.turn_updates else []
     losses += clone(model, sequences, cfg, device)
+    unseen = decisions_predicted(model.eval(), tokenizer,
+                                 demonstrations(cfg, cfg.prior_episodes, PROBE_EPISODES))
     temporary = sg.partial_path(folder)
     model.save_pretrained(temporary)
     tokenizer.save_pretrained(temporary)
+    (temporary / "stage0.json").write_text(json.dumps(
+        {"updates": len(losses), "final_loss": losses[-1], "predicted": unseen}) + "\n")
     try:
         os.rename(temporary, folder)
     except OSError:  # another process published it first: use that one
@@ -371,7 +408,10 @@ def load_or_clone_prior(cfg: sg.Config, ft: FreeText, device) -> Path:
                f"({mean:.0f} tokens on average, {len(tokenizer)}-token {ft.tokenizer} "
                f"vocabulary), cloned in {time.perf_counter() - start:.0f} s, {ft.turn_updates} "
                f"updates on single turns and {len(losses) - ft.turn_updates} on whole chats, "
-               f"final loss {losses[-1]:.3f} -> {folder}")
+               f"final loss {losses[-1]:.3f} -> {folder}\n  teacher-forced on "
+               f"{PROBE_EPISODES} demonstrations it was not cloned on, in both formats: "
+               f"{unseen['moves']:.0%} of the demonstrator's moves (chance: 25%), "
+               f"{unseen['guides']:.0%} of its guide words")
     return folder
 
 
