@@ -46,8 +46,11 @@ def interval_line(name: str, differences: list) -> str:
 
 def run_score(folder: str, key: str = "success") -> float:
     config = json.loads((Path(folder) / "selfguide_config.json").read_text())
-    return sg.final_metrics(plots.read_log(Path(folder) / "log.jsonl"),
-                            config["final_evals"])[key]
+    final = sg.final_metrics(plots.read_log(Path(folder) / "log.jsonl"), config["final_evals"])
+    if final.get(key) is None:
+        raise SystemExit(f"error: {folder}'s evaluations have no {key!r}; they have: "
+                         f"{', '.join(k for k, v in final.items() if v is not None)}")
+    return final[key]
 
 
 def parse_args(argv=None) -> list:

@@ -548,3 +548,5 @@ def test_paired_runs_scores_each_run_as_selfguide_does(tmp_path, capsys):
                          "unreadable"])  # another metric, named after the seeds
     assert lines[0].endswith(": 0.700 / 0.900, 0.550 / 0.800")
     assert "unreadable: -0.225 [" in lines[1] and "above on 0 of 2 seeds" in lines[1]
+    with pytest.raises(SystemExit, match="have no 'nope'; they have: success, unreadable"):
+        paired.main(["--runs", f"{tmp_path}/x-{{seed}}|{tmp_path}/y-{{seed}}", "0", "nope"])
