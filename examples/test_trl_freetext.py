@@ -130,10 +130,10 @@ class Scripted:
     def __init__(self, tokenizer, script):
         self.tokenizer, self.script, self.turn = tokenizer, script, 0
 
-    def __call__(self, model, tokenizer, contexts, ft, temperature, greedy, seed):
+    def __call__(self, model, tokenizer, chats, ft, temperature, greedy, seed):
         replies = [self.tokenizer.encode(texts[min(self.turn, len(texts) - 1)],
                                          add_special_tokens=False) + [tokenizer.eos_token_id]
-                   for texts in self.script[:len(contexts)]]
+                   for texts in self.script[:len(chats.rows)]]
         self.turn += 1
         return replies
 
@@ -220,26 +220,49 @@ def test_unguided_replies_are_all_action_and_write_no_guide(monkeypatch):
     assert freetext.shares(batch) == {"unreadable": None, "unparseable": 0.0}
 
 
-def test_generation_is_scored_as_a_forward_over_the_unpadded_stream():
-    """Contexts of several lengths are left-padded for generate; each reply's logits equal
-    those of one forward over its own unpadded stream, the positions TRL scores it at."""
+def test_replies_carried_across_turns_equal_those_of_each_unpadded_stream():
+    """The conversation and its KV cache carried from turn to turn, with holes (turns of
+    several lengths, a reply that ends before another) and an episode that ends: each greedy
+    reply equals a fresh generate over that episode's own unpadded stream."""
+    from types import SimpleNamespace
     from transformers import GPT2Config, GPT2LMHeadModel
     tokenizer = tokenizers()["bpe"]
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=32,
                                        n_layer=1, n_head=2)).eval()
-    contexts = [freetext.prompt_ids(tokenizer, True) + tokenizer.encode(o) for o in OBSERVATIONS]
-    width = max(map(len, contexts))
-    ids = torch.tensor([[0] * (width - len(c)) + c for c in contexts])
-    out = model.generate(input_ids=ids, attention_mask=(ids != 0) | (torch.arange(width) >= width
-                         - torch.tensor([len(c) for c in contexts])[:, None]),
-                         do_sample=False, max_new_tokens=3, output_logits=True,
-                         return_dict_in_generate=True, pad_token_id=0, use_cache=True)
-    for row, context in enumerate(contexts):
-        stream = torch.tensor([context + out.sequences[row, width:].tolist()])
-        logits = model(stream).logits[0, len(context) - 1:-1]
-        generated = torch.stack([step[row] for step in out.logits])
-        torch.testing.assert_close(generated, logits, atol=1e-4, rtol=1e-4)
+    ft, prompt = freetext.FreeText(reply_tokens=5), freetext.prompt_ids(tokenizer, True)
+    turns = [[freetext.environment_turn(tokenizer, OBSERVATIONS[(e + t) % 3], True, t == 0)
+              for t in range(3)] for e in range(3)]
+    running = [[0, 1, 2], [0, 1, 2], [0, 2]]  # episode 1 ends after two turns
+
+    def alone(ends):  # each episode on its own, its whole stream given to generate each turn
+        replies = []
+        for e in range(3):
+            stream, mine = list(prompt), []
+            for t in range(3 if e != 1 else 2):
+                stream += turns[e][t]
+                out = model.generate(input_ids=torch.tensor([stream]), do_sample=False,
+                                     max_new_tokens=5, eos_token_id=ends, pad_token_id=0)
+                reply = out[0, len(stream):].tolist()
+                reply = reply[:reply.index(ends) + 1] if ends in reply else reply
+                stream, mine = stream + reply, mine + [reply]
+            replies.append(mine)
+        return replies
+
+    # an end of turn this random model writes: the second token of episode 0's first reply
+    ends = alone(-1)[0][0][1]
+    expected = alone(ends)
+    chats, got = freetext.Chats(3, pad=0), [[], [], []]
+    for t in range(3):
+        chats.extend(running[t], [(prompt if t == 0 else []) + turns[e][t] for e in running[t]])
+        replies = freetext.generate_replies(model, SimpleNamespace(eos_token_id=ends), chats,
+                                            ft, 1.0, True, 0)
+        for e, reply in zip(running[t], replies):
+            got[e].append(reply)
+    assert got == expected
+    lengths = {len(r) for mine in got for r in mine}
+    assert 2 in lengths and 5 in lengths  # a reply ended at its end of turn, another ran on
+    assert (chats.mask == 0).any(dim=1).all()  # holes in every row
 
 
 @pytest.mark.parametrize("architecture, kind", [("gpt2", "GPT2LMHeadModel"),

@@ -465,25 +465,59 @@ class Episodes:
                                # what iteration_advantages and episode_metrics read
 
 
+class Chats:
+    """The running episodes' conversations as `generate` continues them, turn after turn: a
+    grid of token ids (B, L), its attention mask (B, L), and the KV cache of the grid (all but
+    its last column: generate never feeds the last token it samples). Carried across turns, a
+    turn costs its own tokens, not the whole conversation again. Each append is left-padded
+    to its longest row, and a reply that ends before the longest leaves padding behind it:
+    the mask hides these holes, and generate's positions count only the tokens under it, so
+    each reply is scored as in one forward over its own unpadded stream (test)."""
+
+    def __init__(self, n: int, pad: int):
+        from transformers import DynamicCache
+        self.rows, self.pad = list(range(n)), pad  # the episodes in the grid, in order
+        self.ids = torch.zeros(n, 0, dtype=torch.long)  # (B, L)
+        self.mask = torch.zeros(n, 0, dtype=torch.long)  # (B, L): 1 on the tokens, 0 on holes
+        self.cache = DynamicCache()
+
+    def extend(self, rows: list, turns: list) -> "Chats":
+        """Keep the episodes `rows` (still running, in order), and append each one's new
+        tokens (the environment's turn; the prompt too at the start)."""
+        if rows != self.rows:
+            keep = torch.tensor([self.rows.index(r) for r in rows], device=self.ids.device)
+            self.ids, self.mask, self.rows = self.ids[keep], self.mask[keep], list(rows)
+            self.cache.batch_select_indices(keep)
+        width = max(map(len, turns))
+        ids = [[self.pad] * (width - len(t)) + t for t in turns]
+        mask = [[0] * (width - len(t)) + [1] * len(t) for t in turns]
+        self.ids = torch.cat([self.ids, torch.tensor(ids, device=self.ids.device)], 1)
+        self.mask = torch.cat([self.mask, torch.tensor(mask, device=self.ids.device)], 1)
+        return self
+
+
 @torch.no_grad()
-def generate_replies(model, tokenizer, contexts, ft: FreeText, temperature: float,
+def generate_replies(model, tokenizer, chats: Chats, ft: FreeText, temperature: float,
                      greedy: bool, seed: int) -> list:
-    """Each context's next reply, from transformers' generate: sampled over the whole
-    vocabulary (top_k 0, top_p 1), or greedy, up to and including the end of turn, or
-    --reply-tokens tokens. Contexts are left-padded; the draws come from `seed` alone, so
-    every process that plays the same batch draws the same replies."""
-    device = next(model.parameters()).device
-    width, pad, eos = max(map(len, contexts)), tokenizer.pad_token_id, tokenizer.eos_token_id
-    ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts], device=device)
-    mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=device)
+    """Each running episode's next reply, from transformers' generate over the carried
+    conversation: sampled over the whole vocabulary (top_k 0, top_p 1), or greedy, up to and
+    including the end of turn, or --reply-tokens tokens; appended to `chats`. The draws come
+    from `seed` alone, so every process that plays the same batch draws the same replies."""
+    device, eos = next(model.parameters()).device, tokenizer.eos_token_id
+    chats.ids, chats.mask = chats.ids.to(device), chats.mask.to(device)
+    width = chats.ids.shape[1]
     sampling = {} if greedy else {"temperature": temperature, "top_k": 0, "top_p": 1.0}
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed)
-        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=not greedy,
-                             max_new_tokens=ft.reply_tokens, eos_token_id=eos,
-                             pad_token_id=pad, use_cache=True, **sampling)
-    replies = out[:, width:].tolist()
-    return [row[:row.index(eos) + 1] if eos in row else row for row in replies]
+        out = model.generate(input_ids=chats.ids, attention_mask=chats.mask, cache=chats.cache,
+                             do_sample=not greedy, max_new_tokens=ft.reply_tokens,
+                             eos_token_id=eos, pad_token_id=chats.pad, use_cache=True,
+                             **sampling)
+    replies = [row[:row.index(eos) + 1] if eos in row else row for row in out[:, width:].tolist()]
+    written = [[1] * len(r) + [0] * (out.shape[1] - width - len(r)) for r in replies]
+    chats.ids = out
+    chats.mask = torch.cat([chats.mask, torch.tensor(written, device=device)], 1)
+    return replies
 
 
 def cached_turn(tokenizer, observation: str, guided: bool, first: bool) -> list:
@@ -529,15 +563,16 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
     revisits, unreadable, unparseable = (torch.zeros(n, horizon, dtype=torch.bool)
                                          for _ in range(3))
     env_return, steps, truth, revisit = [0.0] * n, [0] * n, [-1] * n, [False] * n
-    running = list(range(n))
+    running, chats = list(range(n)), Chats(n, tokenizer.pad_token_id)
     for t in range(horizon):
+        turns = []
         for i in running:
             turn = cached_turn(tokenizer, observations[i], guided, t == 0)
             transcripts[i].add(turn, 0, -1, [sg.SLOT_CONTEXT] * len(turn))
+            turns.append(prompt + turn if t == 0 else turn)
             truths[i, t], revisits[i, t] = truth[i], revisit[i]
-        answers = generate_replies(model, tokenizer, [prompt + transcripts[i].tokens
-                                                      for i in running],
-                                   ft, cfg.temperature, greedy, seed * 1000 + t)
+        answers = generate_replies(model, tokenizer, chats.extend(running, turns), ft,
+                                   cfg.temperature, greedy, seed * 1000 + t)
         for i, reply in zip(running, answers):
             _, guide, move, judged_end, judged, moved = read_reply(tokenizer, reply, guided)
             start = len(transcripts[i].tokens)
