@@ -550,3 +550,60 @@ def test_paired_runs_scores_each_run_as_selfguide_does(tmp_path, capsys):
     assert "unreadable: -0.225 [" in lines[1] and "above on 0 of 2 seeds" in lines[1]
     with pytest.raises(SystemExit, match="have no 'nope'; they have: success, unreadable"):
         paired.main(["--runs", f"{tmp_path}/x-{{seed}}|{tmp_path}/y-{{seed}}", "0", "nope"])
+
+
+def fake_bridge_run(folder: Path, prior: float, successes: list, failures=None):
+    """A run folder as both bridges write it: summary.md (the prior's rows), log.jsonl, the
+    config; free-text runs log their rollouts' unreadable and unparseable shares."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "selfguide_config.json").write_text(json.dumps({"final_evals": 2}))
+    (folder / "summary.md").write_text(
+        "| policy | success | steps |\n|---|---|---|\n"
+        f"| prior, no guide (ReAct) | {prior:.3f} | 25.0 |\n"
+        f"| prior, guide (ReAct w/ SG) | {prior + 0.1:.3f} | 25.0 |\n")
+    rows = []
+    for i, v in enumerate(successes, 1):
+        row = {"iteration": i, "eval": {"success": v, "guide_balanced_accuracy": 0.9}}
+        if failures is not None:
+            row.update(unreadable=failures[0] * i, unparseable=failures[1] * i)
+        rows.append(json.dumps(row) + "\n")
+    (folder / "log.jsonl").write_text("".join(rows))
+
+
+def test_freetext_harness_runs_only_what_is_missing_and_pairs_the_seeds(tmp_path, monkeypatch,
+                                                                        capsys):
+    """experiments/freetext.py: the missing runs' commands (and only theirs), then each path
+    and variant's means and the paired differences, hand-computed."""
+    import freetext
+    out = tmp_path / "ft"
+    trained = {("ft", "grpo"): [0.20, 0.30], ("ft", "sg_gr"): [0.35, 0.40],
+               ("trl", "grpo"): [0.40, 0.50], ("trl", "sg_gr"): [0.60, 0.60]}
+    for (path, variant), finals in trained.items():
+        for seed, final in zip((3, 4), finals):
+            if (path, variant, seed) == ("trl", "sg_gr", 4):
+                continue  # missing: the harness runs it
+            fake_bridge_run(freetext.folder(out, path, variant, seed), 0.1 * seed,
+                            [0.0, final, final], (0.01, 0.02) if path == "ft" else None)
+    calls = []
+
+    def run(words, stdout, stderr):  # stands in for the missing run's script
+        calls.append(words)
+        fake_bridge_run(freetext.folder(out, "trl", "sg_gr", 4), 0.4, [0.0, 0.6, 0.6])
+        return type("Done", (), {"returncode": 0})()
+    monkeypatch.setattr(freetext.subprocess, "run", run)
+    assert freetext.main(["--seeds", "3,4", "--out", str(out), "--dry-run"]) is None
+    assert capsys.readouterr().out.strip() == (
+        f"python examples/trl_selfguide.py --seed 4 --variant sg_gr --iterations 100 "
+        f"--threads 1 --out {out}/trl-sg_gr-4") and not calls
+    text = freetext.main(["--seeds", "3,4", "--out", str(out)])
+    assert len(calls) == 1 and calls[0][1].endswith("examples/trl_selfguide.py")
+    # means over seeds 3, 4: the GRPO rows start from 0.3 / 0.4, the full method's from +0.1;
+    # free text's shares over its 3 logged iterations: 0.01 * mean(1, 2, 3) = 0.02, and 0.04
+    assert "| free text, GRPO | 0.350 | 0.250 | -0.100 | 0.900 | 0.0200 / 0.0400 |" in text
+    assert "| constrained, GRPO w/ SG & GR | 0.450 | 0.600 | +0.150 | 0.900 | - |" in text
+    assert "free text: GRPO w/ SG & GR - GRPO, trained: +0.125 [" in text      # 0.15, 0.10
+    assert "GRPO w/ SG & GR: gain, free text - constrained: -0.225 [" in text  # -.25, -.2
+    assert "above on 0 of 2 seeds" in text
+    with pytest.raises(SystemExit):
+        freetext.parse_args(["--seeds", "1,x"])
+    assert "error: --seeds takes comma-separated integers" in capsys.readouterr().err
