@@ -8,8 +8,10 @@ Each of the four runs per seed is its script's own command, run one after anothe
 output in the run's folder (run.log); a run already in --out (its summary.md) is read, not
 run again; --dry-run prints the commands of the missing runs and stops. Then a row per path and
 variant: its prior and its trained policy on the held-out mazes (greedy; the mean of the last 3
-evaluations), the guide's balanced accuracy, and how often its own rollouts' replies could not
-be read over training (free text only: the constrained slots cannot fail). Then the paired
+evaluations), the guide's balanced accuracy; over training, its own rollouts' success, the
+share of its groups without an advantage (no success in the group and, without the guide's
+reward, nothing else to tell its rollouts apart), and how often its replies could not be read
+(free text only: the constrained slots cannot fail). Then the paired
 differences, seeds as pairs, each with its 95% t-interval.
 
 Both paths run --iterations 100; the free text samples at --temperature 0.5, chosen on seed 0
@@ -79,7 +81,8 @@ def prior_success(summary: str, name: str) -> float:
 
 def scores(run: Path, variant: str) -> dict:
     """One run as the table reads it: prior and trained held-out success, the trained guide's
-    balanced accuracy, and the rollouts' unreadable and unparseable shares over training."""
+    balanced accuracy; over training, its rollouts' success, the share of its groups without
+    an advantage, and its rollouts' unreadable and unparseable shares."""
     records = plots.read_log(run / "log.jsonl")
     config = json.loads((run / "selfguide_config.json").read_text())
     final = sg.final_metrics(records, config["final_evals"])
@@ -87,6 +90,7 @@ def scores(run: Path, variant: str) -> dict:
                         else sum(r[key] for r in records) / len(records))
     return {"prior": prior_success((run / "summary.md").read_text(), VARIANTS[variant][1]),
             "trained": final["success"], "balanced": final.get("guide_balanced_accuracy"),
+            "rollouts": over("success"), "flat": over("zero_variance_groups"),
             "unreadable": over("unreadable"), "unparseable": over("unparseable")}
 
 
@@ -99,6 +103,7 @@ def table(runs: dict, seeds: list) -> str:
     """runs[(path, variant)] = per-seed scores -> a row per path and variant (means over
     the seeds), then the paired differences."""
     head = ["path, variant", "prior", "trained", "gain", "guide bal. acc.",
+            "rollouts' success, over training", "groups without an advantage",
             "unreadable / no move, over training"]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for (path, variant), rows in runs.items():
@@ -108,7 +113,9 @@ def table(runs: dict, seeds: list) -> str:
             f"{sg.number(mean(r['unparseable'] for r in rows), 4)}")
         lines.append(f"| {PATHS[path][0]}, {VARIANTS[variant][0]} | {prior:.3f} | "
                      f"{trained:.3f} | {trained - prior:+.3f} | "
-                     f"{sg.number(mean(r['balanced'] for r in rows), 3)} | {failures} |")
+                     f"{sg.number(mean(r['balanced'] for r in rows), 3)} | "
+                     f"{mean(r['rollouts'] for r in rows):.3f} | "
+                     f"{mean(r['flat'] for r in rows):.3f} | {failures} |")
     gain = lambda r: r["trained"] - r["prior"]  # noqa: E731
     pairs = [("free text: GRPO w/ SG & GR - GRPO, trained", ("ft", "sg_gr"), ("ft", "grpo"),
               "trained"),
