@@ -6,13 +6,14 @@ bridge (examples/trl_selfguide.py), GRPO and GRPO w/ SG & GR, paired on the same
 
 Each of the four runs per seed is its script's own command, run one after another with its
 output in the run's folder (run.log); a run already in --out (its summary.md) is read, not
-run again; --dry-run prints the commands of the missing runs and stops. Then a row per path and
-variant: its prior and its trained policy on the held-out mazes (greedy; the mean of the last 3
-evaluations), the guide's balanced accuracy; over training, its own rollouts' success, the
-share of its groups without an advantage (no success in the group and, without the guide's
-reward, nothing else to tell its rollouts apart), and how often its replies could not be read
-(free text only: the constrained slots cannot fail). Then the paired
-differences, seeds as pairs, each with its 95% t-interval.
+run again; --dry-run prints the commands of the missing runs and stops. Then a row per path
+and variant (means over the seeds): its prior and its trained policy on the held-out mazes
+(greedy; the mean of the last 3 evaluations) and its guide's balanced accuracy, before and
+after; over training, its own rollouts' success, the share of its groups without an
+advantage (no success in the group and, without the guide's reward, nothing else to tell
+its rollouts apart), and how often its replies could not be read (free text only: the
+constrained slots cannot fail). Then the paired differences, seeds as pairs, each with its
+95% t-interval.
 
 Both paths run --iterations 100; the free text samples at --temperature 0.5, chosen on seed 0
 (examples/README.md: at temperature 1 the tiny prior's sampled moves reach almost no goal),
@@ -69,18 +70,21 @@ def command(out: str, path: str, variant: str, seed: int, threads: int) -> list:
             "--out", str(folder(out, path, variant, seed))]
 
 
-def prior_success(summary: str, name: str) -> float:
-    """The success column of the summary table's row `name` (the prior's, as the run
-    evaluated it before training)."""
-    for line in summary.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+def prior_row(summary: str, name: str) -> dict:
+    """The summary table's row `name` (the prior's, as the run evaluated it before
+    training): its success and guide bal. acc. (None where '-')."""
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in summary.splitlines() if line.startswith("|")]
+    for cells in rows:
         if cells[0] == name:
-            return float(cells[1])
+            value = lambda column: (None if cells[rows[0].index(column)] == "-"  # noqa: E731
+                                    else float(cells[rows[0].index(column)]))
+            return {"success": value("success"), "balanced": value("guide bal. acc.")}
     raise SystemExit(f"error: no row {name!r} in a summary.md")
 
 
 def scores(run: Path, variant: str) -> dict:
-    """One run as the table reads it: prior and trained held-out success, the trained guide's
+    """One run as the table reads it: prior and trained held-out success, and the guide's
     balanced accuracy; over training, its rollouts' success, the share of its groups without
     an advantage, and its rollouts' unreadable and unparseable shares."""
     records = plots.read_log(run / "log.jsonl")
@@ -88,8 +92,9 @@ def scores(run: Path, variant: str) -> dict:
     final = sg.final_metrics(records, config["final_evals"])
     over = lambda key: (None if any(r.get(key) is None for r in records)  # noqa: E731
                         else sum(r[key] for r in records) / len(records))
-    return {"prior": prior_success((run / "summary.md").read_text(), VARIANTS[variant][1]),
-            "trained": final["success"], "balanced": final.get("guide_balanced_accuracy"),
+    prior = prior_row((run / "summary.md").read_text(), VARIANTS[variant][1])
+    return {"prior": prior["success"], "trained": final["success"],
+            "prior_balanced": prior["balanced"], "balanced": final.get("guide_balanced_accuracy"),
             "rollouts": over("success"), "flat": over("zero_variance_groups"),
             "unreadable": over("unreadable"), "unparseable": over("unparseable")}
 
@@ -102,7 +107,7 @@ def mean(values) -> float | None:
 def table(runs: dict, seeds: list) -> str:
     """runs[(path, variant)] = per-seed scores -> a row per path and variant (means over
     the seeds), then the paired differences."""
-    head = ["path, variant", "prior", "trained", "gain", "guide bal. acc.",
+    head = ["path, variant", "prior", "trained", "gain", "guide bal. acc., prior -> trained",
             "rollouts' success, over training", "groups without an advantage",
             "unreadable / no move, over training"]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
@@ -111,9 +116,12 @@ def table(runs: dict, seeds: list) -> str:
         failures = "-" if path == "trl" else (
             f"{sg.number(mean(r['unreadable'] for r in rows), 4)} / "
             f"{sg.number(mean(r['unparseable'] for r in rows), 4)}")
+        balanced = "-" if variant == "grpo" else (
+            f"{sg.number(mean(r['prior_balanced'] for r in rows), 3)} -> "
+            f"{sg.number(mean(r['balanced'] for r in rows), 3)}")
         lines.append(f"| {PATHS[path][0]}, {VARIANTS[variant][0]} | {prior:.3f} | "
                      f"{trained:.3f} | {trained - prior:+.3f} | "
-                     f"{sg.number(mean(r['balanced'] for r in rows), 3)} | "
+                     f"{balanced} | "
                      f"{mean(r['rollouts'] for r in rows):.3f} | "
                      f"{mean(r['flat'] for r in rows):.3f} | {failures} |")
     gain = lambda r: r["trained"] - r["prior"]  # noqa: E731

@@ -558,9 +558,9 @@ def fake_bridge_run(folder: Path, prior: float, successes: list, failures=None):
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "selfguide_config.json").write_text(json.dumps({"final_evals": 2}))
     (folder / "summary.md").write_text(
-        "| policy | success | steps |\n|---|---|---|\n"
-        f"| prior, no guide (ReAct) | {prior:.3f} | 25.0 |\n"
-        f"| prior, guide (ReAct w/ SG) | {prior + 0.1:.3f} | 25.0 |\n")
+        "| policy | success | steps | guide bal. acc. |\n|---|---|---|---|\n"
+        f"| prior, no guide (ReAct) | {prior:.3f} | 25.0 | - |\n"
+        f"| prior, guide (ReAct w/ SG) | {prior + 0.1:.3f} | 25.0 | 0.700 |\n")
     rows = []
     for i, v in enumerate(successes, 1):
         row = {"iteration": i, "success": 0.1 * i, "zero_variance_groups": 0.5,
@@ -601,9 +601,9 @@ def test_freetext_harness_runs_only_what_is_missing_and_pairs_the_seeds(tmp_path
     # means over seeds 3, 4: the GRPO rows start from 0.3 / 0.4, the full method's from +0.1;
     # free text's shares over its 3 logged iterations: 0.01 * mean(1, 2, 3) = 0.02, and 0.04
     # rollouts' success over 3 logged iterations: 0.1 * mean(1, 2, 3) = 0.2
-    assert ("| free text, GRPO | 0.350 | 0.250 | -0.100 | 0.900 | 0.200 | 0.500 | "
+    assert ("| free text, GRPO | 0.350 | 0.250 | -0.100 | - | 0.200 | 0.500 | "
             "0.0200 / 0.0400 |") in text
-    assert ("| constrained, GRPO w/ SG & GR | 0.450 | 0.600 | +0.150 | 0.900 | 0.200 | 0.500 "
+    assert ("| constrained, GRPO w/ SG & GR | 0.450 | 0.600 | +0.150 | 0.700 -> 0.900 | 0.200 | 0.500 "
             "| - |") in text
     assert "free text: GRPO w/ SG & GR - GRPO, trained: +0.125 [" in text      # 0.15, 0.10
     assert "GRPO w/ SG & GR: gain, free text - constrained: -0.225 [" in text  # -.25, -.2
