@@ -475,11 +475,10 @@ class Chats:
     each reply is scored as in one forward over its own unpadded stream (test)."""
 
     def __init__(self, n: int, pad: int):
-        from transformers import DynamicCache
         self.rows, self.pad = list(range(n)), pad  # the episodes in the grid, in order
         self.ids = torch.zeros(n, 0, dtype=torch.long)  # (B, L)
         self.mask = torch.zeros(n, 0, dtype=torch.long)  # (B, L): 1 on the tokens, 0 on holes
-        self.cache = DynamicCache()
+        self.cache = None  # made by the first reply, for the model's own layers (as generate's)
 
     def extend(self, rows: list, turns: list) -> "Chats":
         """Keep the episodes `rows` (still running, in order), and append each one's new
@@ -487,7 +486,8 @@ class Chats:
         if rows != self.rows:
             keep = torch.tensor([self.rows.index(r) for r in rows], device=self.ids.device)
             self.ids, self.mask, self.rows = self.ids[keep], self.mask[keep], list(rows)
-            self.cache.batch_select_indices(keep)
+            if self.cache is not None:
+                self.cache.batch_select_indices(keep)
         width = max(map(len, turns))
         ids = [[self.pad] * (width - len(t)) + t for t in turns]
         mask = [[0] * (width - len(t)) + [1] * len(t) for t in turns]
@@ -503,8 +503,11 @@ def generate_replies(model, tokenizer, chats: Chats, ft: FreeText, temperature: 
     conversation: sampled over the whole vocabulary (top_k 0, top_p 1), or greedy, up to and
     including the end of turn, or --reply-tokens tokens; appended to `chats`. The draws come
     from `seed` alone, so every process that plays the same batch draws the same replies."""
+    from transformers import DynamicCache
     device, eos = next(model.parameters()).device, tokenizer.eos_token_id
     chats.ids, chats.mask = chats.ids.to(device), chats.mask.to(device)
+    if chats.cache is None:
+        chats.cache = DynamicCache(config=model.config)
     width = chats.ids.shape[1]
     sampling = {} if greedy else {"temperature": temperature, "top_k": 0, "top_p": 1.0}
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
