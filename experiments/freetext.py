@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
 
-import compare  # noqa: E402
+import paired  # noqa: E402  (its paired-difference line)
 import plots  # noqa: E402  (its log reader)
 import selfguide as sg  # noqa: E402
 
@@ -140,8 +140,7 @@ def table(runs: dict, seeds: list) -> str:
         value = key if callable(key) else (lambda r, k=key: r[k])
         differences = [value(x) - (value(y) if b else 0.0)
                        for x, y in zip(runs[a], runs[b] if b else runs[a])]
-        text.append(f"  {name}: {compare.interval_text(differences)}, above on "
-                    f"{sum(d > 0 for d in differences)} of {len(differences)} seeds")
+        text.append("  " + paired.interval_line(name, differences))
     return "\n".join(lines + text)
 
 
