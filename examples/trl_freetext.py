@@ -27,8 +27,8 @@ selfguide.py's) on the demonstrator's episodes in this chat format, its judgemen
 as short phrases, with a subword (BPE) tokenizer trained on them by the `tokenizers`
 library, all built in code: first on single turns (what a chat model brings from
 pretraining: reading one observation), then on whole chats. examples/README.md has what it
-learns and what training it here gives (on two CPU cores: cloning 7-10 minutes, then
-cached; 100 iterations 20-40 minutes on one thread, the constrained bridge's 2):
+learns and what training it here gives, with its times on two CPU cores (the cloning is
+cached; training takes about ten times the constrained bridge's):
 
     pip install -r requirements.txt trl==1.16.0
     python examples/trl_freetext.py                    # the full method, free text (CPU)
