@@ -2,7 +2,9 @@
 fixed policy more? Guides written by checkpoint k of the full method (the prior, 25%, 50%,
 75% of training, the final policy) steer the moves of a fixed policy (the prior's, and the
 final policy's), on the held-out mazes; each checkpoint also plays on its own, which gives
-the paper's error analysis (how often episodes loop) over training.
+the paper's error analysis (how often episodes loop) over training, and judges the fixed
+probe (probe.py: the prior's greedy held-out episodes), which tells a guide that judges
+better from one that walks where judging is easy.
 
     python experiments/checkpoints.py --seeds 5 --seed 600 --workers 2 --out runs/K-default
     python experiments/checkpoints.py --seeds 5 --seed 600 --workers 2 --dist --no-cue \\
@@ -31,6 +33,7 @@ import transformers  # noqa: E402
 
 import compare  # noqa: E402
 import selfguide as sg  # noqa: E402
+from probe import probe_episodes, probe_metrics  # noqa: E402
 
 FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)  # of training: the checkpoints that write guides
 NAMES = ["prior", "25%", "50%", "75%", "final"]
@@ -55,8 +58,10 @@ def run_seed(cfg: sg.Config):
         state = sg.train(policy, prior, cfg, state=state, until=int(fraction * cfg.iterations))
         checkpoints.append(copy.deepcopy(policy).eval())
     fixed = {"prior": prior, "final": checkpoints[-1]}
+    probe = probe_episodes(prior, cfg)
     results = {
         "own": [sg.evaluate(c, cfg, guided=True) for c in checkpoints],
+        "probe": [probe_metrics(c, probe) for c in checkpoints],
         "unguided": [sg.evaluate(c, cfg, guided=False) for c in checkpoints],
         "steered": {name: [sg.evaluate(policy, cfg, guided=True, guide_policy=c)
                            for c in checkpoints] for name, policy in fixed.items()},
@@ -106,6 +111,24 @@ def tables(per_seed: list[dict]) -> str:
                      f"{mean_cell([m[key] for m in own])} | "
                      f"{mean_cell([m['looping_episodes'] for m in own])} | "
                      f"{mean_cell([m['revisits'] for m in own], 2)} |")
+    if "probe" in per_seed[0]:  # results made before the probe lack it
+        lines += ["", probe_table(per_seed, key, label)]
+    return "\n".join(lines)
+
+
+def probe_table(per_seed: list[dict], key: str, label: str) -> str:
+    """Each checkpoint's guide judging the fixed probe (the prior's greedy held-out episodes,
+    probe.py): the same moves for every checkpoint, paired by seed against the prior."""
+    lines = [f"| checkpoint, judging the probe | guide {label} | vs the prior [95% CI] | "
+             f"guide accuracy | positive guides |", "|---|---|---|---|---|"]
+    prior = [s["probe"][0]["probe_" + key] for s in per_seed]
+    for k, name in enumerate(NAMES):
+        own = [s["probe"][k] for s in per_seed]
+        accuracy = [m["probe_" + key] for m in own]
+        lines.append(f"| {name} | {mean_cell(accuracy)} | "
+                     f"{'-' if k == 0 else interval_cell(accuracy, prior)} | "
+                     f"{mean_cell([m['probe_guide_accuracy'] for m in own])} | "
+                     f"{mean_cell([m['probe_share_positive'] for m in own], 2)} |")
     return "\n".join(lines)
 
 

@@ -30,13 +30,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # selfguide.py, toy_env.py
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent),  # selfguide.py, toy_env.py
+                str(Path(__file__).resolve().parent)]  # probe.py
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 import selfguide as sg  # noqa: E402
+from probe import probe_episodes, probe_metrics  # noqa: E402
 from selfguide import setting  # noqa: E402
 
 
@@ -257,8 +259,10 @@ def compare_prior(cfg: sg.Config):
     torch.set_num_threads(1)  # the same numbers whatever --workers is (tiny models gain little)
     sg.seed_everything(cfg.seed)
     prior = sg.load_or_train_prior(cfg, sg.pick_device(cfg.device))
+    probe = probe_episodes(prior, cfg)
     results = {"ReAct": {"final": sg.evaluate(prior, cfg, guided=False), "history": []},
-               "ReAct w/ SG": {"final": sg.evaluate(prior, cfg, guided=True), "history": []}}
+               "ReAct w/ SG": {"final": {**sg.evaluate(prior, cfg, guided=True),
+                                         **probe_metrics(prior, probe)}, "history": []}}
     stage0 = getattr(prior.config, "stage0", None) or {}  # how the prior was cloned, if recorded
     results["ReAct w/ SG"]["final"].update({f"prior_{k}": v for k, v in stage0.items()})
     sg.write_atomic(unit_path(cfg), json.dumps(results))
@@ -270,11 +274,15 @@ def compare_trunk(cfg: sg.Config, rows):
     torch.set_num_threads(1)
     sg.seed_everything(cfg.seed)
     prior = sg.load_or_train_prior(cfg, sg.pick_device(cfg.device))
-    trained = train_rows(prior, {row: dataclasses.replace(cfg, **overrides)
-                                 for row, overrides in rows})
+    configs = {row: dataclasses.replace(cfg, **overrides) for row, overrides in rows}
+    trained = train_rows(prior, configs)
+    probe = probe_episodes(prior, cfg) if any(c.guided for c in configs.values()) else None
     results = {}
-    for row, (_, records) in trained.items():
-        results[row] = {"final": sg.final_metrics(records, cfg.final_evals),
+    for row, (policy, records) in trained.items():
+        final = sg.final_metrics(records, cfg.final_evals)
+        if configs[row].guided:  # the final policy's guide on the fixed probe (probe.py)
+            final.update(probe_metrics(policy, probe))
+        results[row] = {"final": final,
                         "history": [(r["iteration"], r["eval"]) for r in records if "eval" in r],
                         "trust": [r["trust"] for r in records]}
         sg.write_atomic(Path(cfg.out) / f"seed{cfg.seed}-{slug(row)}.jsonl",
@@ -390,6 +398,13 @@ def co_evolution(per_seed: list[dict]) -> list[str]:
                      f"{mean_and_spread(correlations)[0]:+.2f} (mean over seeds)" +
                      ("" if PROGRESS not in per_seed[0][row]["final"] else
                       f"; progress accuracy {progress[0]:.3f} -> {progress[1]:.3f}"))
+        probed = [s[r]["final"].get("probe_" + PROGRESS) for s in per_seed
+                  for r in ("ReAct w/ SG", row)]
+        if None not in probed:  # the fixed probe (probe.py): the same moves judged before and after
+            before, after = probed[0::2], probed[1::2]
+            lines[-1] += (f"; on the fixed probe {mean_and_spread(before)[0]:.3f} -> "
+                          f"{mean_and_spread(after)[0]:.3f}, "
+                          f"{interval_text([a - b for a, b in zip(after, before)])}")
     return lines
 
 

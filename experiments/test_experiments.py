@@ -19,8 +19,9 @@ import benchmark  # noqa: E402
 import checkpoints  # noqa: E402
 import compare  # noqa: E402
 import plots  # noqa: E402
+import probe  # noqa: E402
 import selfguide as sg  # noqa: E402
-from test_selfguide import TINY_ARGS, tiny_config  # noqa: E402
+from test_selfguide import TINY_ARGS, tiny_config, tiny_policy  # noqa: E402
 
 MATPLOTLIB = "the figures' tests need the optional matplotlib: pip install matplotlib"
 COMPARE_ARGS = TINY_ARGS + ["--rows", "core", "--seeds", "2", "--workers", "1"]
@@ -244,6 +245,11 @@ def test_an_interrupted_compare_resumes_to_the_table_of_an_uninterrupted_one(
     assert resumed == json.loads(json.dumps(whole))  # every row, every evaluation, every seed
     table = lambda folder: (folder / "compare.md").read_text().split("\n\n", 1)[1]  # noqa: E731
     assert table(out) == table(tmp_path / "whole")
+    # every guided row's final policy judged the fixed probe, the prior's episodes of its seed
+    for seed in resumed:
+        assert {r for r in seed if "probe_guide_accuracy" in seed[r]["final"]} == \
+            {"ReAct w/ SG", "GRPO w/ SG", "GRPO w/ SG & GR"}
+    assert table(out).count("on the fixed probe") == 2
     for log in (tmp_path / "whole").glob("seed*.jsonl"):
         strip = lambda text: [{k: v for k, v in json.loads(line).items()  # noqa: E731
                                if not k.endswith("seconds")} for line in text.splitlines()]
@@ -313,9 +319,55 @@ def test_checkpoints_steer_fixed_policies_and_the_run_is_selfguides_own(tmp_path
     rows = sg.main(TINY_ARGS + cache + ["--out", str(tmp_path / "run")])
     assert rows[-1][1] == seed["final_metrics"]
     table = (tmp_path / "k" / "checkpoints.md").read_text()
-    assert table.count("\n| final |") == 2 and table.count("\n| 25% |") == 2
-    assert table.count("progress acc.") == 3 and "bal. acc." not in table
+    assert table.count("\n| final |") == 3 and table.count("\n| 25% |") == 3
+    assert table.count("progress acc.") == 4 and "bal. acc." not in table
+    # the fixed probe: the prior judging its own greedy episodes is its own greedy evaluation
+    assert seed["probe"][0] == {f"probe_{k}": v for k, v in seed["own"][0].items()
+                                if k.startswith(("guide_", "share_"))}
+    assert len(seed["probe"]) == len(checkpoints.FRACTIONS) and "\n| final | " in \
+        table.split("judging the probe")[1]
     assert "written to" in capsys.readouterr().out
+
+
+# --- the fixed probe: every policy judges the prior's stored episodes ---
+
+def test_the_probe_of_the_prior_is_its_own_greedy_evaluation():
+    """On its own greedy episodes, the prior's teacher-forced guides (a full forward pass) are
+    the guides its KV-cached rollout wrote, so its probe metrics are its evaluation's."""
+    cfg, prior = tiny_config(eval_tasks=40), tiny_policy(seed=3)
+    episodes = probe.probe_episodes(prior, cfg)
+    assert torch.equal(probe.judge(prior, episodes), episodes.guides)
+    evaluated = sg.evaluate(prior, cfg, guided=True)
+    metrics = probe.probe_metrics(prior, episodes)
+    assert metrics["probe_guide_accuracy"] is not None
+    assert metrics == {f"probe_{k}": v for k, v in evaluated.items()
+                       if k.startswith(("guide_", "share_"))}
+
+
+def test_the_probe_scores_another_policys_guides_on_the_stored_moves():
+    """Another policy's probe guide at each slot is the argmax over the guide words of its own
+    full forward pass over the stored stream up to that slot, one slot at a time; scored
+    against the stored moves' truths by hand."""
+    cfg = tiny_config(eval_tasks=6)
+    prior, other = tiny_policy(seed=3), tiny_policy(seed=4)
+    episodes = probe.probe_episodes(prior, cfg)
+    guides = probe.judge(other, episodes)
+    guide_ids = [sg.WORD_ID[w] for w in sg.GUIDES]
+    right = judged = 0
+    for i in range(len(episodes.tokens)):
+        slots = episodes.slots[i].tolist()
+        positions = [p for p, s in enumerate(slots) if s == sg.SLOT_GUIDE]
+        assert (guides[i] >= 0).sum().item() == len(positions) > 0
+        for t, p in enumerate(positions):
+            with torch.no_grad():
+                logits = other(episodes.tokens[i, :p][None]).logits[0, -1, guide_ids]
+            assert guides[i, t].item() == logits.argmax().item()
+            truth = episodes.truths[i, t].item()
+            if truth >= 0:
+                right, judged = right + (guides[i, t].item() == truth), judged + 1
+    assert probe.probe_metrics(other, episodes)["probe_guide_accuracy"] == \
+        pytest.approx(right / judged)
+    assert not torch.equal(guides, episodes.guides)  # another policy: other guides somewhere
 
 
 # --- figures (skipped without matplotlib) ---

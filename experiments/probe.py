@@ -1,0 +1,61 @@
+"""A fixed probe of the guide: every policy judges the same stored trajectories.
+
+The guide's accuracy on a policy's own rollouts mixes two things: how well it judges, and
+which moves it is asked to judge (a policy that walks where judging is easy scores higher
+without judging any better). On the probe every policy judges the very same moves: the
+prior's greedy held-out episodes, stored once per seed. Each policy reads those token
+streams (teacher-forced, the prior's own guides and moves in the history) and writes its
+greedy guide at every guide slot; the guides are scored against the true progress of the
+moves they judge, as selfguide.episode_metrics scores a rollout's.
+
+    probe = probe_episodes(prior, cfg)       # the prior's greedy held-out episodes
+    probe_metrics(checkpoint, probe)         # {"probe_guide_progress_accuracy": ..., ...}
+
+The prior's probe metrics equal its own greedy evaluation's guide metrics (the same
+episodes, its own guides): a test checks it. compare.py and checkpoints.py record the probe
+for every guided policy they train.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # selfguide.py, toy_env.py
+
+import torch  # noqa: E402
+
+import selfguide as sg  # noqa: E402
+
+BATCH = 512  # episodes per forward pass (and per rollout batch, as selfguide.evaluate)
+
+
+def probe_episodes(prior, cfg: sg.Config) -> sg.Rollouts:
+    """The probe: the prior's greedy episodes, with its guide slot, on the held-out tasks."""
+    seeds = [sg.EVAL_SEED_BASE + i for i in range(cfg.eval_tasks)]
+    return sg.concat_rollouts([sg.rollout(prior, seeds[i:i + BATCH], True, cfg, greedy=True)
+                               for i in range(0, len(seeds), BATCH)])
+
+
+@torch.no_grad()
+def judge(policy, probe: sg.Rollouts) -> torch.Tensor:
+    """(N, T) index into GUIDES: the greedy guide `policy` writes at each guide slot of the
+    stored episodes, reading their streams as they are; -1 where the episode has no guide."""
+    guides = torch.full_like(probe.guides, -1)
+    for rows in torch.arange(len(probe.tokens), device=probe.tokens.device).split(BATCH):
+        tokens, slots = probe.tokens[rows], probe.slots[rows]                   # (b, L)
+        targets, logp = sg.slot_logprobs(policy, tokens, slots)                 # (Q,), (b, Q, W)
+        is_action = slots == sg.SLOT_ACTION
+        step = (is_action.cumsum(1) - is_action.long())[:, targets]             # (b, Q)
+        row, column = (slots[:, targets] == sg.SLOT_GUIDE).nonzero(as_tuple=True)
+        # at a guide slot only the guide words are allowed: writable indices 0-2 are GUIDES
+        guides[rows[row], step[row, column]] = logp[row, column].argmax(-1)
+    return guides
+
+
+def probe_metrics(policy, probe: sg.Rollouts) -> dict:
+    """The guide metrics of selfguide.episode_metrics (shares, accuracy, balanced and
+    progress accuracy, ...) for `policy` judging the probe, each named probe_<metric>."""
+    metrics = sg.episode_metrics(dataclasses.replace(probe, guides=judge(policy, probe)))
+    return {f"probe_{k}": v for k, v in metrics.items()
+            if k.startswith("guide_") or k.startswith("share_")}
