@@ -1,58 +1,45 @@
 """Self-Guide in one file: a language agent that judges its own progress, and learns from it.
 
 Re-implements "Co-Evolution of Policy and Internal Reward for Language Agents" (Self-Guide,
-arXiv 2604.03098) at toy scale. At every step the agent first writes a one-word
-self-assessment z_t (positive / neutral / negative), then an action a_t conditioned on it. The
-same word becomes a step reward r_t = g(z_t) in {+0.1, 0, -0.1} that GRPO adds to the sparse
-success reward, R = R_env + lambda(u) * sum_t r_t, under a trust schedule lambda(u). One
-objective trains the policy and its own internal reward together.
+arXiv 2604.03098) at toy scale. At every step t the agent first writes a one-word
+self-assessment, the guide z_t (positive / neutral / negative), then an action a_t conditioned
+on it. The same word is a step reward r_t = g(z_t) in {+0.1, 0, -0.1} that GRPO adds to the
+sparse success reward R_env under a trust schedule lambda(u) (`trust` in the code):
+R = R_env + lambda(u) * sum_t r_t. One objective trains the policy and its own internal reward.
 
-The agent is a tiny GPT-2 (transformers' GPT2LMHeadModel) and the world a text maze
-(toy_env.py) whose true shortest-path distances let us score every self-assessment: something
-the paper could not measure.
+The agent is a tiny GPT-2 (transformers' GPT2LMHeadModel); the world a text maze
+(toy_env.py) whose true shortest-path distances score every guide: something the paper could
+not measure.
 
-    python selfguide.py                       # the full method, prior included (1-2 min, CPU)
-    python selfguide.py --variant grpo        # env reward only; also: sg (guide, lambda = 0)
-    python selfguide.py --no-cue              # a maze whose moves the agent cannot judge
-    python selfguide.py --no-cue --dist --prior-epochs 8  # judging takes thought: dist:K
-    python selfguide.py --paper-faithful      # the paper as written: watch the guide collapse
-    python selfguide.py --show 1              # train, then watch a held-out episode step by step
+    python selfguide.py                     # the full method, Stage 0 prior included (CPU)
+    python selfguide.py --variant grpo      # R_env only; --variant sg: guides, lambda = 0
+    python selfguide.py --paper-faithful    # the paper as written: watch the guide collapse
+    python selfguide.py --show 1            # train, then watch a held-out episode step by step
     python selfguide.py --eval-only --init-from runs/sg_gr-seed0
-    python selfguide.py --help                # every setting, with its default
+    python selfguide.py --help              # every setting, with its default
 
-This file is the method and one run. experiments/ measures it (compare.py: the paper's table
-on the toy; the research report, REPORT.md); examples/ runs it on TRL's GRPOTrainer.
+Reading order: Config; the paper's pieces (r_t, lambda(u), R, A_i, the clipped loss); the
+machinery they plug into (vocabulary, policy, Stage 0 prior, rollout, update, evaluation, the
+training loop). Below "The method ends here" is what one run needs around it. experiments/
+measures the method (REPORT.md); examples/ runs it on TRL.
 
-Departures from the paper (--paper-faithful takes back 2, 5 and 7; the others are how the toy
-is built; experiments/REPORT.md measures each):
-1. A "Stage 0" prior stands in for the pretrained LLM: a model trained from scratch does not
-   know what "positive" means, so it first clones an imperfect demonstrator (toy_env) whose
-   moves react to its own self-assessment. The prior is the KL's reference and every
-   variant's start.
-2. Three guards, without which the guide is paid for praising itself and says "positive" on
-   ~100% of steps within ~25 iterations: (a) --kl-guide 0.1, a k3 KL to the prior on guide
-   tokens, for the way a pretrained LLM keeps the meaning of its words; (b) --guide-advantage
-   env, guide tokens get the advantage of R_env alone; (c) --internal-return mean, the mean
-   of r_t over the steps instead of the sum, so stalling earns nothing.
-3. Constrained decoding: the guide slot samples among the three guide words, the action slot
-   among the four moves (guide_to_reward keeps the paper's "unreadable is neutral" rule).
-4. The schedule's phases are fractions of training (the paper: iterations 40/50/70/80 of
-   80); the group std is the population one (group_advantages).
-5. Step-level credit (--credit step; the paper: trajectory): each action is credited with
-   the internal rewards that judge it and later moves (step_credit). Under one advantage per
-   rollout even a perfect internal reward gains GRPO nothing on the toy.
-6. The guide is one word that judges the move just made, not a free-text assessment.
-7. Guides are sampled at temperature 0.1 in training (--guide-temperature; actions at 1):
-   the cloned prior holds its demonstrator's random misjudgements as probability mass, and
-   at temperature 1 the action learns to act on them. In the familiar maze this lets the
-   paper's ordering show; where the greedy guide is often wrong (--no-cue) it locks errors in.
+Departures from the paper (README's "Departures" says why; experiments/REPORT.md measures each):
+1. A Stage 0 prior, cloned from an imperfect demonstrator, stands in for the pretrained LLM.
+2. Three guards: a KL to the prior on guide tokens (--kl-guide), guide tokens trained by
+   R_env's advantage alone (--guide-advantage env), the mean of r_t for the sum
+   (--internal-return mean).
+3. Constrained decoding: the guide slot samples among the guides, the action slot the moves.
+4. The schedule's phases are fractions of training; the group std is the population one.
+5. Step-level credit: each action gets the internal rewards that judge it and later moves.
+6. The guide is one word that judges the move just made.
+7. Guides are sampled at temperature 0.1 in training (--guide-temperature; actions at 1).
+--paper-faithful takes back 2, 5 and 7.
 """
 from __future__ import annotations
 
 import argparse
 import copy
 import dataclasses
-import functools
 import hashlib
 import json
 import math
@@ -63,6 +50,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import torch
@@ -74,7 +62,6 @@ from transformers.utils import logging as transformers_logging
 import toy_env
 from toy_env import ACTIONS, GUIDES, GridWorld
 
-
 transformers_logging.disable_progress_bar()  # a 16-tensor model needs no loading bars
 
 
@@ -85,55 +72,36 @@ def setting(default, help: str, choices=None):
 
 @dataclass
 class Config:
-    # the environment (toy_env.GridWorld)
+    # the maze (toy_env.GridWorld)
     size: int = setting(12, "maze side length")
     wall_prob: float = setting(0.3, "probability that a cell is a wall")
     min_distance: int = setting(18, "shortest path from start to goal is at least this long")
     max_steps: int = setting(26, "moves before an episode is truncated")
-    cue: bool = setting(True, "show a hot/cold cue (cue:warmer / colder / same), so the agent "
-                              "can judge its moves: the familiar task (--no-cue: unfamiliar)")
-    dist: bool = setting(False, "show the maze distance dist:K instead: judging a move means "
-                                "comparing K with the last step's (judging takes thought)")
-    cue_noise: float = setting(toy_env.CUE_NOISE, "share of its moves the demonstrator "
-                                                  "reading the cue (or dist) misjudges")
-    cue_misjudge: str = setting("none", "moves that demonstrator always misjudges: revisit, "
-                                        "back onto a visited cell", list(toy_env.MISJUDGED))
+    cue: bool = setting(True, "show a hot/cold cue, so moves can be judged (--no-cue: cannot)")
     # the policy: a tiny GPT-2
     n_layer: int = setting(1, "transformer layers")
     n_embd: int = setting(64, "embedding width")
     n_head: int = setting(4, "attention heads")
-    # Stage 0: behaviour cloning of the demonstrator (stands in for LLM pretraining)
+    # Stage 0: the prior clones an imperfect demonstrator (departure 1)
     prior_episodes: int = setting(8000, "demonstrator episodes to clone (each in both formats)")
-    prior_epochs: int = setting(2, "passes over the demonstration corpus (with a target: the cap)")
-    prior_guide_target: float = setting(0.0, "clone until the greedy guide's progress accuracy on "
-                                             "the calibration mazes reaches this (0: no target)")
-    prior_check: int = setting(25, "cloning updates between two checks of that target")
-    prior_batch: int = setting(64, "sequences per cloning update")
+    prior_epochs: int = setting(2, "passes over the demonstrations")
+    prior_batch: int = setting(64, "episodes per cloning update")
     prior_lr: float = setting(3e-3, "peak learning rate of cloning (cosine decay)")
-    prior_cache: str = setting("runs/priors", "folder of the cached priors, keyed by settings")
+    cue_noise: float = setting(toy_env.CUE_NOISE, "share of its moves the demonstrator misjudges")
     # Self-Guide
-    variant: str = setting("sg_gr", "grpo: env reward, no guide slot; sg: guide, lambda = 0; "
-                                    "sg_gr: guide + guide reward under --schedule",
-                           ["grpo", "sg", "sg_gr"])
-    schedule: str = setting("trapezoid", "trust schedule lambda(u) of the internal reward",
+    variant: str = setting("sg_gr", "grpo: no guide; sg: guides, lambda = 0; sg_gr: guides and "
+                                    "their reward", ["grpo", "sg", "sg_gr"])
+    schedule: str = setting("trapezoid", "lambda(u): the paper's trapezoid, or an ablation",
                             ["trapezoid", "immediate", "never", "no_anneal"])
     enter_at: float = setting(0.5, "fraction of training at which lambda starts to rise")
-    internal_reward: str = setting("guide", "r_t: guide, the paper's g(z_t); controls: oracle, "
-                                            "0.1 x the judged move's true progress (also with "
-                                            "--variant grpo); random, with the guides' shares",
-                                   ["guide", "oracle", "random"])
     credit: str = setting("step", "trajectory: one advantage per rollout (the paper); step: "
-                                  "see step_credit", ["trajectory", "step"])
-    internal_return: str = setting("mean", "sum: the paper's sum_t r_t; mean: length-neutral guard",
+                                  "departure 5", ["trajectory", "step"])
+    internal_return: str = setting("mean", "sum: the paper's sum_t r_t; mean: a guard",
                                    ["sum", "mean"])
-    guide_advantage: str = setting("env", "guide tokens' advantage: composite (paper), env "
-                                          "(guard: R_env's alone) or none (the KL alone)",
-                                   ["composite", "env", "none"])
-    kl_guide: float = setting(0.1, "k3 KL weight to the prior on guide tokens (guard; paper: 0)")
-    kl_action: float = setting(0.0, "k3 KL weight to the prior on action tokens")
-    token_mean: str = setting("all", "all: one mean over guide and action tokens (token-level "
-                                     "GRPO); per_slot: the two slots averaged apart",
-                              ["all", "per_slot"])
+    guide_advantage: str = setting("env", "guide tokens' advantage: composite (the paper), env "
+                                          "(a guard) or none", ["composite", "env", "none"])
+    kl_guide: float = setting(0.1, "weight of the KL to the prior on guide tokens (a guard)")
+    guide_temperature: float = setting(0.1, "sampling temperature of guides in training")
     # GRPO
     iterations: int = setting(150, "GRPO iterations")
     tasks_per_iter: int = setting(16, "tasks (groups) per iteration")
@@ -143,71 +111,40 @@ class Config:
     minibatches: int = setting(4, "minibatches per pass; more than one makes the clip act")
     clip: float = setting(0.2, "PPO clip range of the importance ratio")
     max_grad_norm: float = setting(1.0, "gradient clipping")
-    temperature: float = setting(1.0, "sampling temperature of actions during training")
-    guide_temperature: float = setting(0.1, "sampling temperature of guides during training "
-                                            "(departure 7; the paper: the sampler's own, 1)")
-    advantage: str = setting("grpo", "grpo: (R - mean) / std; drgrpo: R - mean (Dr. GRPO)",
-                             ["grpo", "drgrpo"])
-    # evaluation and bookkeeping
+    temperature: float = setting(1.0, "sampling temperature of actions in training")
+    # evaluation
     eval_tasks: int = setting(500, "held-out tasks (a seed range never used in training)")
     eval_every: int = setting(10, "iterations between held-out evaluations")
     final_evals: int = setting(3, "the final score is the mean of this many last evaluations")
+
+    # --- experiments and controls (experiments/ and the report use these; skip them at first) ---
+    dist: bool = setting(False, "show the maze distance dist:K in place of the cue (--no-cue)")
+    cue_misjudge: str = setting("none", "revisit: the demonstrator calls every move back onto a "
+                                        "visited cell negative", list(toy_env.MISJUDGED))
+    prior_guide_target: float = setting(0.0, "clone until the greedy guide's progress accuracy "
+                                             "reaches this (0: off)")
+    prior_check: int = setting(25, "cloning updates between two checks of that target")
+    internal_reward: str = setting("guide", "r_t: guide (the paper); controls: oracle (true "
+                                            "progress), random", ["guide", "oracle", "random"])
+    kl_action: float = setting(0.0, "weight of the KL to the prior on action tokens")
+    token_mean: str = setting("all", "all: one mean over the written tokens; per_slot: guides "
+                                     "and actions apart", ["all", "per_slot"])
+    advantage: str = setting("grpo", "grpo: (R - mean) / std; drgrpo: R - mean (Dr. GRPO)",
+                             ["grpo", "drgrpo"])
+    paper_faithful: bool = setting(False, "the paper as written: departures 2, 5 and 7 taken back")
+
+    # --- bookkeeping ---
+    prior_cache: str = setting("runs/priors", "folder of the cached priors, keyed by settings")
     seed: int = setting(0, "seeds torch, Python's random, the tasks and the prior")
     device: str = setting("auto", "auto, cpu, cuda or cuda:N")
     threads: int = setting(0, "CPU threads for torch (0: torch's default)")
     out: str = setting("", "run folder (default runs/<variant>-seed<seed>)")
     init_from: str = setting("", "start from this saved policy instead of the prior")
     eval_only: bool = setting(False, "only evaluate --init-from (or the prior) and exit")
-    show: int = setting(0, "print this many held-out episodes step by step, of the trained "
-                           "policy (with --eval-only: of --init-from or the prior)")
-    paper_faithful: bool = setting(False, "the paper as written: every guard off, trajectory "
-                                          "credit, one token mean")
+    show: int = setting(0, "print this many held-out episodes step by step after the run")
 
     def __post_init__(self):
-        """One clear line for every setting that cannot run, before any work."""
-        for f in dataclasses.fields(self):  # nan or inf would train, silently, on garbage
-            if f.type == "float" and not math.isfinite(getattr(self, f.name)):
-                raise ValueError(f"--{flag(f.name)} must be a finite number "
-                                 f"(got {getattr(self, f.name)})")
-        positive = ["max_steps", "n_layer", "n_embd", "n_head", "prior_episodes", "prior_epochs",
-                    "prior_check", "prior_batch", "iterations", "tasks_per_iter", "update_epochs",
-                    "minibatches", "eval_tasks", "eval_every", "final_evals"]
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{flag(name)} must be at least 1")
-        if self.group_size < 2:
-            raise ValueError("--group-size must be at least 2: a group of one rollout has no "
-                             "baseline, so every advantage would be zero")
-        if self.show < 0:
-            raise ValueError("--show takes a count of episodes (0 or more)")
-        if self.n_embd % self.n_head:
-            raise ValueError(f"--n-embd {self.n_embd} must be divisible by --n-head {self.n_head}")
-        if not all(0 <= v <= 1 for v in (self.enter_at, self.cue_noise, self.prior_guide_target)):
-            raise ValueError("--enter-at, --cue-noise and --prior-guide-target are in [0, 1]")
-        if self.cue_misjudge != "none" and not (self.cue or self.dist):
-            raise ValueError("--cue-misjudge changes the demonstrator reading the cue or the "
-                             "distance: add --cue or --dist")
-        if self.cue and self.dist:
-            raise ValueError("--dist shows the distance in place of the cue (on by default): "
-                             "add --no-cue")
-        if min(self.temperature, self.guide_temperature, self.clip, self.lr, self.prior_lr,
-               self.max_grad_norm) <= 0:
-            raise ValueError("--temperature, --guide-temperature, --clip, --lr, --prior-lr and "
-                             "--max-grad-norm must be positive")
-        if min(self.kl_guide, self.kl_action) < 0:
-            raise ValueError("KL weights must not be negative")
-        if self.minibatches > self.tasks_per_iter * self.group_size:
-            raise ValueError("--minibatches cannot exceed the rollouts per iteration")
-        if self.internal_reward != "guide" and self.variant == "sg":
-            raise ValueError("--variant sg never pays an internal reward (lambda = 0); use "
-                             "sg_gr for the oracle and random controls")
-        if self.internal_reward == "random" and not self.guided:
-            raise ValueError("--internal-reward random draws with the shares of the policy's "
-                             "own guides, so it needs a guide slot (--variant sg_gr)")
-        make_env(self)  # the environment's own checks, with its own messages
-        if self.paper_faithful:
-            for name, value in PAPER_FAITHFUL.items():
-                setattr(self, name, value)
+        check_config(self)  # one clear line for a setting that cannot run (after the method)
 
     @property
     def guided(self) -> bool:
@@ -222,393 +159,10 @@ class Config:
                                            and self.internal_reward == "oracle")
 
 
-PAPER_FAITHFUL = {"kl_guide": 0.0, "internal_return": "sum", "guide_advantage": "composite",
-                  "credit": "trajectory", "token_mean": "all", "guide_temperature": 1.0}
-
-
-def flag(name: str) -> str:
-    """The command-line flag of a setting, without its dashes: group_size -> group-size."""
-    return name.replace("_", "-")
-
-
-def add_settings(parser, settings):
-    """A --flag for every field of the dataclass `settings`, its help from the field."""
-    for f in dataclasses.fields(settings):
-        if isinstance(f.default, bool):
-            parser.add_argument("--" + flag(f.name), action=argparse.BooleanOptionalAction,
-                                default=f.default, help=f.metadata["help"])
-        else:
-            parser.add_argument("--" + flag(f.name), type=type(f.default), default=f.default,
-                                choices=f.metadata["choices"], help=f.metadata["help"])
-
-
-def parse_config(argv=None) -> Config:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    add_settings(parser, Config)
-    try:
-        return Config(**vars(parser.parse_args(argv)))
-    except ValueError as error:
-        parser.error(str(error))  # exits with a usage line, never a traceback
-
-
-# --- Vocabulary and tokenizer: one word, one token ---
-# Observation words come from toy_env; guide and action words are the ones the agent writes.
-# The mode token says whether the episode has a guide slot, so one prior can act both ways
-# (the paper's "ReAct" and "ReAct w/ SG").
-
-SPECIAL = ["<pad>", "<unk>", "<bos>", "<eos>", "<guided>", "<unguided>"]
-WORDS = SPECIAL + list(GUIDES) + list(ACTIONS) + list(toy_env.VOCAB) + list(toy_env.DIST_VOCAB)
-WORD_ID = {word: i for i, word in enumerate(WORDS)}
-PAD, BOS, EOS, GUIDED, UNGUIDED = (WORD_ID[w] for w in ["<pad>", "<bos>", "<eos>", "<guided>",
-                                                         "<unguided>"])
-GUIDE_IDS = [WORD_ID[w] for w in GUIDES]
-ACTION_IDS = [WORD_ID[w] for w in ACTIONS]
-WRITABLE_IDS = GUIDE_IDS + ACTION_IDS  # the only words the agent ever writes
-# Every token records the slot it fills; masks are built from these, never from token ids.
+# --- The episode: one token stream [<bos> <mode> o_1 z_1 a_1 o_2 z_2 a_2 ...] ---
+# Every token records the slot it fills: context (observations, read), guide or action
+# (written). Masks are built from these slots, never from token ids.
 SLOT_CONTEXT, SLOT_GUIDE, SLOT_ACTION = 0, 1, 2
-assert PAD == SLOT_CONTEXT == 0  # right-padding a stream with zeros pads tokens and slots alike
-
-
-def build_tokenizer():
-    """A word-level PreTrainedTokenizerFast over WORDS, built in code (nothing downloaded)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-    backend = Tokenizer(models.WordLevel(vocab=WORD_ID, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>",
-                                   bos_token="<bos>", eos_token="<eos>")
-
-
-def writable_index(device) -> torch.Tensor:
-    """(V,) long: each writable word's index in WRITABLE_IDS order, the last axis of the
-    constrained log-probs (0 for the other words, which are only ever context, never scored)."""
-    index = torch.zeros(len(WORDS), dtype=torch.long, device=device)
-    index[WRITABLE_IDS] = torch.arange(len(WRITABLE_IDS), device=device)
-    return index
-
-
-def slot_vocab_mask(device) -> torch.Tensor:
-    """(3, W) bool, rows indexed by slot (SLOT_CONTEXT, SLOT_GUIDE, SLOT_ACTION), the last
-    axis by the writable words in WRITABLE_IDS order (the three guides, then the four moves): True
-    where the slot may hold the word. The guide slot holds only guides, the action slot only
-    moves; the context row is all True (context is never sampled or scored)."""
-    mask = torch.zeros(3, len(WRITABLE_IDS), dtype=torch.bool, device=device)
-    mask[SLOT_CONTEXT] = True
-    mask[SLOT_GUIDE, :len(GUIDE_IDS)] = True
-    mask[SLOT_ACTION, len(GUIDE_IDS):] = True
-    return mask
-
-
-# --- Policy: a tiny GPT-2 ---
-
-def episode_length(cfg: Config) -> int:
-    """Tokens in the longest episode: <bos> <mode>, then per step the observation's words
-    (3, or 4 with the cue or the distance), a guide and an action."""
-    return 2 + cfg.max_steps * (toy_env.observation_words(cfg.cue, cfg.dist) + 2)
-
-
-def vocab_size(cfg: Config) -> int:
-    """Words the policy's embedding holds: the dist:K words come last and only with --dist
-    (no other setting ever sees them)."""
-    return len(WORDS) - (0 if cfg.dist else len(toy_env.DIST_VOCAB))
-
-
-def make_policy(cfg: Config):
-    from transformers import GPT2Config, GPT2LMHeadModel
-    config = GPT2Config(
-        vocab_size=vocab_size(cfg), n_positions=episode_length(cfg), n_embd=cfg.n_embd,
-        n_layer=cfg.n_layer, n_head=cfg.n_head,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,  # dropout off: rollout and update
-        # GPT-2's tanh approximation of GELU as one fused kernel instead of five Python ops
-        activation_function="gelu_pytorch_tanh",
-        use_cache=False,  # training passes keep no KV cache; the rollout asks for one
-        bos_token_id=BOS, eos_token_id=EOS)  # see the same network
-    return GPT2LMHeadModel(config)
-
-
-def writable_logits(policy, tokens, cache=None) -> torch.Tensor:
-    """The policy's logits for the writable words only: tokens (N, L) -> (N, L, W), the last axis
-    in WRITABLE_IDS order. Constrained decoding gives every other word probability 0, so this
-    equals the masked full-vocabulary distribution while computing 7 rows of the LM head
-    instead of all of them. The rollout's forward pass (transformers' own, with its KV cache)."""
-    hidden = policy.transformer(tokens, cache=cache, use_cache=cache is not None).last_hidden_state
-    return hidden @ policy.lm_head.weight[WRITABLE_IDS].T       # (N, L, C) @ (C, W)
-
-
-def scored_logits(policy, tokens, positions) -> torch.Tensor:
-    """writable_logits(policy, tokens)[:, positions], computed only where it is needed: tokens
-    (N, L), positions (Q,) -> (N, Q, W). The training passes' forward pass.
-
-    A training pass scores the guide and action tokens only, 40% of the stream. Every position
-    is still a key and a value for later ones, but the last block's queries, attention output,
-    MLP and the head matter only at the positions that predict a scored token, so they are
-    computed there alone. The same network and weights as GPT2LMHeadModel.forward (a test
-    checks the two agree), at half the arithmetic, which is what a training pass costs here."""
-    gpt, (n, length) = policy.transformer, tokens.shape
-    hidden = gpt.wte(tokens) + gpt.wpe(torch.arange(length, device=tokens.device))  # (N, L, C)
-    for block in gpt.h[:-1]:  # earlier blocks: every position is some later query's key
-        hidden = block(hidden)
-    block, attention, width = gpt.h[-1], gpt.h[-1].attn, hidden.shape[-1]
-    x = block.ln_1(hidden)
-    weight, bias = attention.c_attn.weight, attention.c_attn.bias  # (C, 3C), (3C,): q | k | v
-    query = x[:, positions] @ weight[:, :width] + bias[:width]              # (N, Q, C)
-    key, value = (x @ weight[:, width:] + bias[width:]).split(width, -1)    # (N, L, C) each
-
-    def heads(z):  # (N, S, C) -> (N, H, S, C / H)
-        return z.view(n, z.shape[1], attention.num_heads, attention.head_dim).transpose(1, 2)
-
-    causal = positions[:, None] >= torch.arange(length, device=tokens.device)  # (Q, L)
-    mixed = F.scaled_dot_product_attention(heads(query), heads(key), heads(value),
-                                           attn_mask=causal, scale=attention.scaling)
-    hidden = hidden[:, positions] + attention.c_proj(mixed.transpose(1, 2).reshape(n, -1, width))
-    hidden = hidden + block.mlp(block.ln_2(hidden))                         # (N, Q, C)
-    return gpt.ln_f(hidden) @ policy.lm_head.weight[WRITABLE_IDS].T         # (N, Q, W)
-
-
-def scored_positions(slots) -> torch.Tensor:
-    """(Q,) the positions of a batch's token stream where any row holds a guide or an action:
-    the tokens a training pass scores (position 0, <bos>, never is)."""
-    return (slots != SLOT_CONTEXT).any(0).nonzero().squeeze(-1)
-
-
-def constrained_logprobs(logits, target_slots, temperature: float = 1.0,
-                         guide_temperature: float | None = None) -> torch.Tensor:
-    """The constrained, tempered distribution the rollout samples from: logits (N, Q, W) over
-    the writable words, target_slots (N, Q) the slot of the token each predicts -> log-probs
-    (N, Q, W), -inf where the slot may not hold the word. Guides are tempered by
-    guide_temperature, if given, actions by temperature."""
-    allowed = slot_vocab_mask(logits.device)[target_slots]                   # (N, Q, W)
-    per_slot = [1.0, temperature if guide_temperature is None else guide_temperature, temperature]
-    temperatures = torch.tensor(per_slot, device=logits.device)[target_slots, None]  # (N, Q, 1)
-    return torch.log_softmax(logits.masked_fill(~allowed, -math.inf) / temperatures, -1)
-
-
-def slot_logprobs(policy, tokens, slots, temperature: float = 1.0,
-                  guide_temperature: float | None = None):
-    """constrained_logprobs at every scored position: tokens, slots (N, L) -> (targets (Q,),
-    the positions that hold a guide or an action in some row, and log-probs (N, Q, W))."""
-    targets = scored_positions(slots)                   # (Q,), all >= 1; position p predicts p+1
-    logits = scored_logits(policy, tokens, targets - 1)                     # (N, Q, W)
-    return targets, constrained_logprobs(logits, slots[:, targets], temperature,
-                                         guide_temperature)
-
-
-def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
-                   guide_temperature: float | None = None) -> torch.Tensor:
-    """log pi(token) for every generated token, under the same constrained, tempered
-    distribution the rollout sampled from (guides at guide_temperature, if given); 0 at
-    context positions.
-
-    tokens, slots: (N, L). Returns (N, L), aligned with tokens."""
-    targets, logp = slot_logprobs(policy, tokens, slots, temperature, guide_temperature)
-    index = writable_index(tokens.device)[tokens[:, targets]]               # (N, Q); 0: context
-    chosen = logp.gather(-1, index[..., None]).squeeze(-1)                   # (N, Q)
-    chosen = torch.zeros(tokens.shape, device=tokens.device).index_copy(1, targets, chosen)
-    return torch.where(slots != SLOT_CONTEXT, chosen, torch.zeros_like(chosen))  # (N, L)
-
-
-# --- Stage 0: the prior (stands in for the pretrained LLM; departure 1) ---
-
-PRIOR_SEED_BASE = 10**8  # demonstrations use their own task seeds ...
-EVAL_SEED_BASE = 10**9   # ... and the held-out tasks yet another range,
-CALIBRATION_SEED_BASE = 2 * 10**9  # ... and the maturity checks of Stage 0 a third
-
-
-def make_env(cfg: Config) -> GridWorld:
-    return GridWorld(cfg.size, cfg.wall_prob, cfg.min_distance, cfg.max_steps, cue=cfg.cue,
-                     dist=cfg.dist)
-
-
-def encode_episode(steps, guided: bool):
-    """A demonstrator episode [(observation, guide, action), ...] as the token stream the
-    rollout writes: [<bos>, <mode>, obs_1, guide_1, action_1, obs_2, ...]; returns
-    (token ids, slots) as lists."""
-    tokens, slots = [BOS, GUIDED if guided else UNGUIDED], [SLOT_CONTEXT, SLOT_CONTEXT]
-    for observation, guide, action in steps:
-        words = observation.split()
-        tokens += [WORD_ID[w] for w in words]
-        slots += [SLOT_CONTEXT] * len(words)
-        if guided:
-            tokens.append(WORD_ID[guide])
-            slots.append(SLOT_GUIDE)
-        tokens.append(WORD_ID[action])
-        slots.append(SLOT_ACTION)
-    return tokens, slots
-
-
-def demonstration_corpus(cfg: Config):
-    """(tokens, slots), each (2 * prior_episodes, L): every episode in both formats."""
-    env, sequences = make_env(cfg), []
-    for i in tqdm(range(cfg.prior_episodes), desc="demonstrations", leave=False):
-        steps, _ = toy_env.demonstrate(env, seed=PRIOR_SEED_BASE + cfg.seed * 10**6 + i,
-                                       cue_noise=cfg.cue_noise, cue_misjudge=cfg.cue_misjudge)
-        sequences += [encode_episode(steps, guided=True), encode_episode(steps, guided=False)]
-    length = episode_length(cfg)
-    tokens = torch.full((len(sequences), length), PAD)
-    slots = torch.full((len(sequences), length), SLOT_CONTEXT)
-    for row, (ids, kinds) in enumerate(sequences):
-        tokens[row, :len(ids)] = torch.tensor(ids)
-        slots[row, :len(kinds)] = torch.tensor(kinds)
-    return tokens, slots
-
-
-def clone_demonstrator(policy, tokens, slots, cfg: Config, device, desc="Stage 0 cloning"):
-    """Behaviour cloning: maximise log pi of the demonstrator's guides and actions only. With
-    --prior-guide-target, stop at the first check (every --prior-check updates) at which the
-    greedy guide's progress accuracy on the calibration mazes reaches it: every seed's prior
-    equally mature, decided from the prior alone (the cosine schedule spans --prior-epochs,
-    the cap). Returns the losses and the checks [(updates, accuracy)]."""
-    generator = torch.Generator().manual_seed(cfg.seed)
-    updates = cfg.prior_epochs * math.ceil(len(tokens) / cfg.prior_batch)
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.prior_lr, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda i: 0.5 * (1 + math.cos(math.pi * i / updates)))
-    losses, checks = [], []
-    with tqdm(total=updates, desc=desc, leave=False) as bar:
-        for _ in range(cfg.prior_epochs):
-            for batch in torch.randperm(len(tokens), generator=generator).split(cfg.prior_batch):
-                batch_tokens, batch_slots = tokens[batch].to(device), slots[batch].to(device)
-                logp = token_logprobs(policy, batch_tokens, batch_slots)
-                loss = -logp.sum() / (batch_slots != SLOT_CONTEXT).sum()
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                schedule.step()
-                losses.append(loss.item())
-                bar.update()
-                bar.set_postfix(loss=f"{loss.item():.3f}")
-                if cfg.prior_guide_target and len(losses) % cfg.prior_check == 0:
-                    checks.append((len(losses), calibration_accuracy(policy, cfg)))
-                    if checks[-1][1] >= cfg.prior_guide_target:
-                        return losses, checks
-    return losses, checks
-
-
-def train_prior(cfg: Config, device):
-    """Stage 0 from scratch: a new policy (seeded by cfg.seed) cloned on the demonstrations.
-    Returns the prior, in eval mode, and its cloning losses; its config records how long it
-    was cloned and, with a target, its last calibration accuracy (saved with it)."""
-    torch.manual_seed(cfg.seed)
-    policy = make_policy(cfg).to(device)
-    losses, checks = clone_demonstrator(policy, *demonstration_corpus(cfg), cfg, device)
-    policy.config.stage0 = {"updates": len(losses),
-                            "calibration_accuracy": checks[-1][1] if checks else None}
-    return policy.eval(), losses
-
-
-# --- Rollout: all episodes advance together, one token stream each, KV-cached ---
-
-@functools.lru_cache(maxsize=2**16)
-def observation_ids(observation: str) -> tuple:
-    """The token ids of an observation's words (memoised: mazes repeat their observations)."""
-    return tuple(WORD_ID[word] for word in observation.split())
-
-
-@dataclass
-class Rollouts:
-    """A batch of N finished episodes; T = max_steps, L = their token length."""
-    tokens: torch.Tensor         # (N, L) <pad> after an episode ends
-    slots: torch.Tensor          # (N, L) SLOT_GUIDE / SLOT_ACTION where the policy wrote
-    logprobs: torch.Tensor       # (N, L) log-prob under the sampling distribution; 0 in context
-    guides: torch.Tensor         # (N, T) index into GUIDES of the guide written; -1 if none
-    truths: torch.Tensor         # (N, T) index into GUIDES of the true progress of the move
-                                 #        a guide at step t judges (move t-1), recorded with or
-                                 #        without a guide slot; -1 at t = 0 or no step
-    revisits: torch.Tensor       # (N, T) bool: that move went back onto a visited cell
-    env_return: torch.Tensor     # (N,) R_env: 1.0 on success
-    steps: torch.Tensor          # (N,) moves taken
-    optimal: torch.Tensor        # (N,) shortest path at the start
-
-
-def sample_slot(logits, slot: int, allowed, temperature: float, greedy: bool, generator):
-    """Constrained decoding: one word per row among the slot's words. logits (N, W) over
-    WRITABLE_IDS. Returns the chosen writable indices and their log-probs, each (N,)."""
-    logp = torch.log_softmax(logits.masked_fill(~allowed[slot], -math.inf) / temperature, -1)
-    if greedy:
-        choice = logp.argmax(-1)
-    else:
-        choice = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
-    return choice, logp.gather(-1, choice[:, None]).squeeze(-1)
-
-
-def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None, greedy=False,
-            guide_policy=None) -> Rollouts:
-    """Play one episode per task seed, all in one batch. A DynamicCache makes each step cost
-    only its new tokens. With guide_policy, that model writes the guides and `policy` only
-    the actions (the paper's checkpoint experiment: whose guidance helps a fixed policy?)."""
-    from transformers import DynamicCache
-    device = next(policy.parameters()).device
-    allowed = slot_vocab_mask(device)
-    envs = [make_env(cfg) for _ in task_seeds]
-    observations, optimal = [], []
-    for env, seed in zip(envs, task_seeds):
-        observation, info = env.reset(seed=seed)
-        observations.append(observation)
-        optimal.append(info["optimal_steps"])
-    n, horizon = len(envs), cfg.max_steps
-    writable = torch.tensor(WRITABLE_IDS, device=device)  # writable index -> token id
-    running = [True] * n  # per-episode bookkeeping stays in Python lists: the environments
-    active = torch.tensor(running, device=device)  # are Python, and element-wise tensor
-    env_return, steps, previous_truth = [0.0] * n, [0] * n, [-1] * n  # updates are slow
-    previous_revisit = [False] * n
-    guides = torch.full((n, horizon), -1, dtype=torch.long, device=device)
-    truths = torch.full((n, horizon), -1, dtype=torch.long, device=device)
-    revisits = torch.zeros((n, horizon), dtype=torch.bool, device=device)
-    blocks = []  # (tokens, slots, logprobs), each (n, k), in stream order
-    cache = DynamicCache(config=policy.config)
-    guide_cache = None if guide_policy is None else DynamicCache(config=guide_policy.config)
-
-    def write(tokens, slot, logprobs=None):
-        slots = torch.where(active[:, None], slot, SLOT_CONTEXT).expand_as(tokens)
-        logprobs = torch.zeros(tokens.shape, device=device) if logprobs is None else logprobs
-        blocks.append((tokens, slots, torch.where(slots != SLOT_CONTEXT, logprobs, 0.0)))
-
-    @torch.no_grad()  # playing needs no gradients; the update recomputes what it trains
-    def next_logits(new_tokens, slot):  # (n, W) at the last position; caches hold the rest
-        logits = writable_logits(policy, new_tokens, cache)[:, -1]
-        if guide_cache is None:
-            return logits
-        guide_logits = writable_logits(guide_policy, new_tokens, guide_cache)[:, -1]
-        return guide_logits if slot == SLOT_GUIDE else logits  # both read every token
-
-    pending = torch.tensor([[BOS, GUIDED if guided else UNGUIDED]] * n, device=device)
-    write(pending, SLOT_CONTEXT)
-    for t in range(horizon):
-        seen = torch.tensor([observation_ids(o) for o in observations], device=device)
-        seen = torch.where(active[:, None], seen, PAD)  # (n, O), O words an observation
-        write(seen, SLOT_CONTEXT)
-        pending = torch.cat([pending, seen], 1)
-        truths[:, t] = torch.where(active, torch.tensor(previous_truth, device=device), -1)
-        revisits[:, t] = active & torch.tensor(previous_revisit, device=device)
-        if guided:  # z_t ~ pi(. | h_{t-1}, o_t): judge before acting
-            guide, logp = sample_slot(next_logits(pending, SLOT_GUIDE), SLOT_GUIDE, allowed,
-                                      cfg.guide_temperature, greedy, generator)
-            guides[:, t] = torch.where(active, guide, -1)  # writable indices 0-2 are GUIDES
-            pending = torch.where(active, writable[guide], PAD)[:, None]
-            write(pending, SLOT_GUIDE, logp[:, None])
-        # a_t ~ pi(. | h_{t-1}, o_t, z_t)
-        action, logp = sample_slot(next_logits(pending, SLOT_ACTION), SLOT_ACTION, allowed,
-                                   cfg.temperature, greedy, generator)
-        action = writable[action]
-        pending = torch.where(active, action, PAD)[:, None]
-        write(pending, SLOT_ACTION, logp[:, None])
-        # finished episodes stop stepping their environment; they only pad the batch
-        moves = action.tolist()
-        for i in [i for i in range(n) if running[i]]:
-            observations[i], reward, terminated, truncated, info = envs[i].step(WORDS[moves[i]])
-            previous_truth[i] = GUIDES.index(toy_env.true_polarity(info["progress"]))
-            previous_revisit[i] = info["revisited"]
-            env_return[i] += reward
-            steps[i] += 1
-            running[i] = not (terminated or truncated)
-        if not any(running):
-            break
-        active = torch.tensor(running, device=device)
-    tokens, slots, logprobs = (torch.cat(parts, 1) for parts in zip(*blocks))
-    return Rollouts(tokens, slots, logprobs, guides, truths, revisits,
-                    torch.tensor(env_return, device=device), torch.tensor(steps, device=device),
-                    torch.tensor(optimal, device=device))
 
 
 # --- Self-Guide: guide-to-reward conversion (Sec. 3, r_t = g(z_t)) ---
@@ -723,7 +277,7 @@ def group_advantages(returns: torch.Tensor, eps: float = 1e-6, scale: bool = Tru
     return torch.where(zero_variance(returns)[:, None], torch.zeros_like(centered), centered)
 
 
-# --- GRPO with step-level credit (--credit step; departure 5 in the docstring) ---
+# --- GRPO with step-level credit (departure 5: --credit step) ---
 
 def step_credit(env_advantages, rewards, trust: float, group_size: int, scale: bool = True,
                 eps: float = 1e-6):
@@ -776,6 +330,349 @@ def per_token(slots, action_advantages, guide_advantages):
                        torch.where(slots == SLOT_GUIDE, guide_advantages.gather(1, step), 0.0))
 
 
+# --- GRPO: clipped surrogate with a k3 KL to the reference, one mean over written tokens ---
+
+KL_LOG_RATIO_MAX = 20.0  # see grpo_loss; below it the loss is the formula's, to the last bit
+
+
+def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
+              reference_logprobs=None, kl_weights=None):
+    """All inputs (N, L), aligned with the tokens; slots marks the guide and action tokens,
+    advantages each token's advantage, kl_weights the KL weight per token (guide and action
+    weighted apart).
+
+    loss = mean over generated tokens of -min(rho A, clip(rho) A) + beta * KL_k3(pi || ref),
+    rho = exp(log pi - log pi_old), KL_k3 = e^x - x - 1 with x = log ref - log pi clamped at
+    KL_LOG_RATIO_MAX. Returns (loss, stats): the clip fraction, the approximate KL to the
+    rollout policy and the mean KL to the reference, over the generated tokens."""
+    generated = slots != SLOT_CONTEXT
+    log_ratio = torch.where(generated, new_logprobs - old_logprobs, 0.0)
+    ratio = log_ratio.exp()
+    surrogate = torch.min(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
+    per_token_loss = -surrogate
+    kl = torch.zeros_like(per_token_loss)
+    if reference_logprobs is not None:
+        # k3 grows as e^x in x = log ref - log pi: a sampled guide whose (tempered) log-prob
+        # an update pushes down by 20 or more gives a loss of e^20, and past e^88 inf, then NaN
+        # weights (seen under --dist at guide temperature 0.1). x is clamped at KL_LOG_RATIO_MAX,
+        # as verl does; such a token then gets no KL gradient, as the clip gives none to a
+        # ratio far outside its range.
+        log_ref_ratio = torch.where(generated, reference_logprobs - new_logprobs, 0.0)
+        log_ref_ratio = log_ref_ratio.clamp(max=KL_LOG_RATIO_MAX)
+        kl = log_ref_ratio.exp() - log_ref_ratio - 1  # k3: unbiased, always >= 0
+        per_token_loss = per_token_loss + kl_weights * kl
+    count = generated.sum().clamp(min=1)
+    loss = torch.where(generated, per_token_loss, 0.0).sum() / count
+    with torch.no_grad():
+        def mean(x):  # over the generated tokens
+            return torch.where(generated, x, 0.0).sum().item() / count.item()
+        stats = {"clip_fraction": mean(((ratio - 1).abs() > clip).float()),
+                 "approx_kl": mean(ratio - 1 - log_ratio), "kl_ref": mean(kl)}
+    return loss, stats
+
+
+# --- Vocabulary and tokenizer: one word, one token ---
+# Observation words come from toy_env; guide and action words are the ones the agent writes.
+# The mode token says whether the episode has a guide slot, so one prior can act both ways
+# (the paper's "ReAct" and "ReAct w/ SG").
+
+SPECIAL = ["<pad>", "<unk>", "<bos>", "<eos>", "<guided>", "<unguided>"]
+WORDS = SPECIAL + list(GUIDES) + list(ACTIONS) + list(toy_env.VOCAB) + list(toy_env.DIST_VOCAB)
+WORD_ID = {word: i for i, word in enumerate(WORDS)}
+PAD, BOS, EOS, GUIDED, UNGUIDED = (WORD_ID[w] for w in ["<pad>", "<bos>", "<eos>", "<guided>",
+                                                         "<unguided>"])
+GUIDE_IDS = [WORD_ID[w] for w in GUIDES]
+ACTION_IDS = [WORD_ID[w] for w in ACTIONS]
+WRITABLE_IDS = GUIDE_IDS + ACTION_IDS  # the only words the agent ever writes
+assert PAD == SLOT_CONTEXT == 0  # right-padding a stream with zeros pads tokens and slots alike
+
+
+def build_tokenizer():
+    """A word-level PreTrainedTokenizerFast over WORDS, built in code (nothing downloaded)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    backend = Tokenizer(models.WordLevel(vocab=WORD_ID, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>",
+                                   bos_token="<bos>", eos_token="<eos>")
+
+
+def slot_vocab_mask(device) -> torch.Tensor:
+    """(3, W) bool, rows indexed by slot (SLOT_CONTEXT, SLOT_GUIDE, SLOT_ACTION), the last
+    axis by the writable words in WRITABLE_IDS order (the three guides, then the four moves): True
+    where the slot may hold the word. The guide slot holds only guides, the action slot only
+    moves; the context row is all True (context is never sampled or scored)."""
+    mask = torch.zeros(3, len(WRITABLE_IDS), dtype=torch.bool, device=device)
+    mask[SLOT_CONTEXT] = True
+    mask[SLOT_GUIDE, :len(GUIDE_IDS)] = True
+    mask[SLOT_ACTION, len(GUIDE_IDS):] = True
+    return mask
+
+
+def writable_index(device) -> torch.Tensor:
+    """(V,) long: each writable word's index in WRITABLE_IDS order, the last axis of the
+    constrained log-probs (0 for the other words, which are only ever context, never scored)."""
+    index = torch.zeros(len(WORDS), dtype=torch.long, device=device)
+    index[WRITABLE_IDS] = torch.arange(len(WRITABLE_IDS), device=device)
+    return index
+
+
+# --- Policy: a tiny GPT-2, and the log-probs of what it writes ---
+
+def episode_length(cfg: Config) -> int:
+    """Tokens in the longest episode: <bos> <mode>, then per step the observation's words
+    (3, or 4 with the cue or the distance), a guide and an action."""
+    return 2 + cfg.max_steps * (toy_env.observation_words(cfg.cue, cfg.dist) + 2)
+
+
+def vocab_size(cfg: Config) -> int:
+    """Words the policy's embedding holds: the dist:K words come last and only with --dist
+    (no other setting ever sees them)."""
+    return len(WORDS) - (0 if cfg.dist else len(toy_env.DIST_VOCAB))
+
+
+def make_policy(cfg: Config):
+    from transformers import GPT2Config, GPT2LMHeadModel
+    config = GPT2Config(
+        vocab_size=vocab_size(cfg), n_positions=episode_length(cfg), n_embd=cfg.n_embd,
+        n_layer=cfg.n_layer, n_head=cfg.n_head,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,  # dropout off: rollout and update
+        # GPT-2's tanh approximation of GELU as one fused kernel instead of five Python ops
+        activation_function="gelu_pytorch_tanh",
+        use_cache=False,  # training passes keep no KV cache; the rollout asks for one
+        bos_token_id=BOS, eos_token_id=EOS)  # see the same network
+    return GPT2LMHeadModel(config)
+
+
+def writable_logits(policy, tokens, cache=None) -> torch.Tensor:
+    """The policy's logits for the writable words: tokens (N, L) -> (N, L, W), the last axis in
+    WRITABLE_IDS order, by transformers' own forward (with a DynamicCache in the rollout, whose
+    tokens are then only the new ones). Constrained decoding gives every other word
+    probability 0, so these are all a slot's distribution needs."""
+    return policy(tokens, cache=cache, use_cache=cache is not None).logits[..., WRITABLE_IDS]
+
+
+def scored_logits(policy, tokens, positions) -> torch.Tensor:
+    """writable_logits(policy, tokens)[:, positions], the head computed only there: tokens
+    (N, L), positions (Q,) -> (N, Q, W). The training passes' forward. (A run takes a faster
+    path to the same numbers, last_block_logits, after the method.)"""
+    return policy(tokens, logits_to_keep=positions).logits[..., WRITABLE_IDS]
+
+
+def scored_positions(slots) -> torch.Tensor:
+    """(Q,) the positions of a batch's token stream where any row holds a guide or an action:
+    the tokens a training pass scores (position 0, <bos>, never is)."""
+    return (slots != SLOT_CONTEXT).any(0).nonzero().squeeze(-1)
+
+
+def constrained_logprobs(logits, target_slots, temperature: float = 1.0,
+                         guide_temperature: float | None = None) -> torch.Tensor:
+    """The constrained, tempered distribution the rollout samples from: logits (N, Q, W) over
+    the writable words, target_slots (N, Q) the slot of the token each predicts -> log-probs
+    (N, Q, W), -inf where the slot may not hold the word. Guides are tempered by
+    guide_temperature, if given, actions by temperature."""
+    allowed = slot_vocab_mask(logits.device)[target_slots]                   # (N, Q, W)
+    per_slot = [1.0, temperature if guide_temperature is None else guide_temperature, temperature]
+    temperatures = torch.tensor(per_slot, device=logits.device)[target_slots, None]  # (N, Q, 1)
+    return torch.log_softmax(logits.masked_fill(~allowed, -math.inf) / temperatures, -1)
+
+
+def slot_logprobs(policy, tokens, slots, temperature: float = 1.0,
+                  guide_temperature: float | None = None):
+    """constrained_logprobs at every scored position: tokens, slots (N, L) -> (targets (Q,),
+    the positions that hold a guide or an action in some row, and log-probs (N, Q, W))."""
+    targets = scored_positions(slots)                   # (Q,), all >= 1; position p predicts p+1
+    logits = scored_logits(policy, tokens, targets - 1)                     # (N, Q, W)
+    return targets, constrained_logprobs(logits, slots[:, targets], temperature,
+                                         guide_temperature)
+
+
+def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
+                   guide_temperature: float | None = None) -> torch.Tensor:
+    """log pi(token) for every generated token, under the same constrained, tempered
+    distribution the rollout sampled from (guides at guide_temperature, if given); 0 at
+    context positions.
+
+    tokens, slots: (N, L). Returns (N, L), aligned with tokens."""
+    targets, logp = slot_logprobs(policy, tokens, slots, temperature, guide_temperature)
+    index = writable_index(tokens.device)[tokens[:, targets]]               # (N, Q); 0: context
+    chosen = logp.gather(-1, index[..., None]).squeeze(-1)                   # (N, Q)
+    chosen = torch.zeros(tokens.shape, device=tokens.device).index_copy(1, targets, chosen)
+    return torch.where(slots != SLOT_CONTEXT, chosen, torch.zeros_like(chosen))  # (N, L)
+
+
+# --- Stage 0: the prior (stands in for the pretrained LLM; departure 1) ---
+
+PRIOR_SEED_BASE = 10**8  # demonstrations use their own task seeds ...
+EVAL_SEED_BASE = 10**9   # ... and the held-out tasks yet another range
+TRAIN_SEED_RANGE = PRIOR_SEED_BASE  # training tasks are drawn from [0, 10^8)
+
+
+def make_env(cfg: Config) -> GridWorld:
+    return GridWorld(cfg.size, cfg.wall_prob, cfg.min_distance, cfg.max_steps, cue=cfg.cue,
+                     dist=cfg.dist)
+
+
+def encode_episode(steps, guided: bool):
+    """A demonstrator episode [(observation, guide, action), ...] as the token stream the
+    rollout writes: [<bos>, <mode>, obs_1, guide_1, action_1, obs_2, ...]; returns
+    (token ids, slots) as lists."""
+    tokens, slots = [BOS, GUIDED if guided else UNGUIDED], [SLOT_CONTEXT, SLOT_CONTEXT]
+    for observation, guide, action in steps:
+        words = observation.split()
+        tokens += [WORD_ID[w] for w in words]
+        slots += [SLOT_CONTEXT] * len(words)
+        if guided:
+            tokens.append(WORD_ID[guide])
+            slots.append(SLOT_GUIDE)
+        tokens.append(WORD_ID[action])
+        slots.append(SLOT_ACTION)
+    return tokens, slots
+
+
+def demonstration_corpus(cfg: Config):
+    """(tokens, slots), each (2 * prior_episodes, L): every episode in both formats."""
+    env, sequences = make_env(cfg), []
+    for i in tqdm(range(cfg.prior_episodes), desc="demonstrations", leave=False):
+        steps, _ = toy_env.demonstrate(env, seed=PRIOR_SEED_BASE + cfg.seed * 10**6 + i,
+                                       cue_noise=cfg.cue_noise, cue_misjudge=cfg.cue_misjudge)
+        sequences += [encode_episode(steps, guided=True), encode_episode(steps, guided=False)]
+    length = episode_length(cfg)
+    tokens = torch.full((len(sequences), length), PAD)
+    slots = torch.full((len(sequences), length), SLOT_CONTEXT)
+    for row, (ids, kinds) in enumerate(sequences):
+        tokens[row, :len(ids)] = torch.tensor(ids)
+        slots[row, :len(kinds)] = torch.tensor(kinds)
+    return tokens, slots
+
+
+def clone_demonstrator(policy, tokens, slots, cfg: Config, device):
+    """Behaviour cloning: maximise log pi of the demonstrator's guides and actions only (never
+    its observations), cfg.prior_epochs passes with a cosine-decayed rate. Yields each
+    update's loss, so that the caller can show progress or stop early."""
+    generator = torch.Generator().manual_seed(cfg.seed)
+    updates = cfg.prior_epochs * math.ceil(len(tokens) / cfg.prior_batch)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.prior_lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda i: 0.5 * (1 + math.cos(math.pi * i / updates)))
+    for _ in range(cfg.prior_epochs):
+        for batch in torch.randperm(len(tokens), generator=generator).split(cfg.prior_batch):
+            batch_tokens, batch_slots = tokens[batch].to(device), slots[batch].to(device)
+            logp = token_logprobs(policy, batch_tokens, batch_slots)
+            loss = -logp.sum() / (batch_slots != SLOT_CONTEXT).sum()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            yield loss.item()
+
+
+# --- Rollout: all episodes advance together, one token stream each, KV-cached ---
+
+@lru_cache(maxsize=2**16)
+def observation_ids(observation: str) -> tuple:
+    """The token ids of an observation's words (memoised: mazes repeat their observations)."""
+    return tuple(WORD_ID[word] for word in observation.split())
+
+
+@dataclass
+class Rollouts:
+    """A batch of N finished episodes; T = max_steps, L = their token length."""
+    tokens: torch.Tensor         # (N, L) <pad> after an episode ends
+    slots: torch.Tensor          # (N, L) SLOT_GUIDE / SLOT_ACTION where the policy wrote
+    logprobs: torch.Tensor       # (N, L) log-prob under the sampling distribution; 0 in context
+    guides: torch.Tensor         # (N, T) index into GUIDES of the guide written; -1 if none
+    truths: torch.Tensor         # (N, T) index into GUIDES of the true progress of the move
+                                 #        a guide at step t judges (move t-1), recorded with or
+                                 #        without a guide slot; -1 at t = 0 or no step
+    revisits: torch.Tensor       # (N, T) bool: that move went back onto a visited cell
+    env_return: torch.Tensor     # (N,) R_env: 1.0 on success
+    steps: torch.Tensor          # (N,) moves taken
+    optimal: torch.Tensor        # (N,) shortest path at the start
+
+
+def sample_slot(logits, slot: int, allowed, temperature: float, greedy: bool, generator):
+    """Constrained decoding: one word per row among the slot's words. logits (N, W) over
+    WRITABLE_IDS. Returns the chosen writable indices and their log-probs, each (N,)."""
+    logp = torch.log_softmax(logits.masked_fill(~allowed[slot], -math.inf) / temperature, -1)
+    if greedy:
+        choice = logp.argmax(-1)
+    else:
+        choice = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
+    return choice, logp.gather(-1, choice[:, None]).squeeze(-1)
+
+
+@torch.no_grad()  # playing needs no gradients; the update recomputes what it trains
+def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
+            greedy=False) -> Rollouts:
+    """Play one episode per task seed, all in one batch; a DynamicCache makes each step cost
+    only its new tokens. Per step: o_t, then z_t ~ pi(. | h_{t-1}, o_t) if guided, then
+    a_t ~ pi(. | h_{t-1}, o_t, z_t)."""
+    from transformers import DynamicCache
+    device = next(policy.parameters()).device
+    allowed = slot_vocab_mask(device)
+    envs = [make_env(cfg) for _ in task_seeds]
+    observations, optimal = [], []
+    for env, seed in zip(envs, task_seeds):
+        observation, info = env.reset(seed=seed)
+        observations.append(observation)
+        optimal.append(info["optimal_steps"])
+    n, horizon = len(envs), cfg.max_steps
+    writable = torch.tensor(WRITABLE_IDS, device=device)  # writable index -> token id
+    running = [True] * n  # per-episode bookkeeping stays in Python lists: the environments
+    active = torch.tensor(running, device=device)  # are Python, and element-wise tensor
+    env_return, steps, previous_truth = [0.0] * n, [0] * n, [-1] * n  # updates are slow
+    previous_revisit = [False] * n
+    guides = torch.full((n, horizon), -1, dtype=torch.long, device=device)
+    truths = torch.full((n, horizon), -1, dtype=torch.long, device=device)
+    revisits = torch.zeros((n, horizon), dtype=torch.bool, device=device)
+    blocks = []  # (tokens, slots, logprobs), each (n, k), in stream order
+    cache = DynamicCache(config=policy.config)
+
+    def write(tokens, slot, logprobs=None):
+        slots = torch.where(active[:, None], slot, SLOT_CONTEXT).expand_as(tokens)
+        logprobs = torch.zeros(tokens.shape, device=device) if logprobs is None else logprobs
+        blocks.append((tokens, slots, torch.where(slots != SLOT_CONTEXT, logprobs, 0.0)))
+
+    pending = torch.tensor([[BOS, GUIDED if guided else UNGUIDED]] * n, device=device)
+    write(pending, SLOT_CONTEXT)
+    for t in range(horizon):
+        seen = torch.tensor([observation_ids(o) for o in observations], device=device)
+        seen = torch.where(active[:, None], seen, PAD)  # (n, O), O words an observation
+        write(seen, SLOT_CONTEXT)
+        pending = torch.cat([pending, seen], 1)
+        truths[:, t] = torch.where(active, torch.tensor(previous_truth, device=device), -1)
+        revisits[:, t] = active & torch.tensor(previous_revisit, device=device)
+        if guided:  # z_t ~ pi(. | h_{t-1}, o_t): judge before acting
+            guide, logp = sample_slot(writable_logits(policy, pending, cache)[:, -1], SLOT_GUIDE,
+                                      allowed, cfg.guide_temperature, greedy, generator)
+            guides[:, t] = torch.where(active, guide, -1)  # writable indices 0-2 are GUIDES
+            pending = torch.where(active, writable[guide], PAD)[:, None]
+            write(pending, SLOT_GUIDE, logp[:, None])
+        # a_t ~ pi(. | h_{t-1}, o_t, z_t)
+        action, logp = sample_slot(writable_logits(policy, pending, cache)[:, -1], SLOT_ACTION,
+                                   allowed, cfg.temperature, greedy, generator)
+        action = writable[action]
+        pending = torch.where(active, action, PAD)[:, None]
+        write(pending, SLOT_ACTION, logp[:, None])
+        # finished episodes stop stepping their environment; they only pad the batch
+        moves = action.tolist()
+        for i in [i for i in range(n) if running[i]]:
+            observations[i], reward, terminated, truncated, info = envs[i].step(WORDS[moves[i]])
+            previous_truth[i] = GUIDES.index(toy_env.true_polarity(info["progress"]))
+            previous_revisit[i] = info["revisited"]
+            env_return[i] += reward
+            steps[i] += 1
+            running[i] = not (terminated or truncated)
+        if not any(running):
+            break
+        active = torch.tensor(running, device=device)
+    tokens, slots, logprobs = (torch.cat(parts, 1) for parts in zip(*blocks))
+    return Rollouts(tokens, slots, logprobs, guides, truths, revisits,
+                    torch.tensor(env_return, device=device), torch.tensor(steps, device=device),
+                    torch.tensor(optimal, device=device))
+
+
 # --- GRPO: one iteration's advantages (the pieces above, as --credit and --guide-advantage
 # combine them) ---
 
@@ -806,69 +703,30 @@ def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: 
     return per_token(batch.slots, action_advantage, guide_advantage), returns
 
 
-# --- GRPO: clipped surrogate with a k3 KL to the reference, token-level aggregation ---
-
-KL_LOG_RATIO_MAX = 20.0  # see grpo_loss; below it the loss is the formula's, to the last bit
-
-
-def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
-              reference_logprobs=None, kl_weights=None, token_mean: str = "all"):
-    """All inputs (N, L), aligned with the tokens; slots marks the guide and action tokens,
-    advantages each token's advantage, kl_weights the KL weight per token (guide and action
-    weighted apart).
-
-    loss = mean over generated tokens of -min(rho A, clip(rho) A) + beta * KL_k3(pi || ref),
-    KL_k3 = e^x - x - 1 with x = log ref - log pi clamped at KL_LOG_RATIO_MAX.
-    token_mean "per_slot" takes that mean over the guide and the action tokens apart and adds
-    the two, so the actions' term is what it would be without a guide slot."""
-    if token_mean not in ("all", "per_slot"):
-        raise ValueError(f"unknown token_mean {token_mean!r}; use all or per_slot")
-    generated = slots != SLOT_CONTEXT
-    log_ratio = torch.where(generated, new_logprobs - old_logprobs, 0.0)
-    ratio = log_ratio.exp()
-    surrogate = torch.min(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
-    per_token_loss = -surrogate
-    kl = torch.zeros_like(per_token_loss)
-    if reference_logprobs is not None:
-        # k3 grows as e^x in x = log ref - log pi: a sampled guide whose (tempered) log-prob
-        # an update pushes down by 20 or more gives a loss of e^20, and past e^88 inf, then NaN
-        # weights (seen under --dist at guide temperature 0.1). x is clamped at KL_LOG_RATIO_MAX,
-        # as verl does; such a token then gets no KL gradient, as the clip gives none to a
-        # ratio far outside its range.
-        log_ref_ratio = torch.where(generated, reference_logprobs - new_logprobs, 0.0)
-        log_ref_ratio = log_ref_ratio.clamp(max=KL_LOG_RATIO_MAX)
-        kl = log_ref_ratio.exp() - log_ref_ratio - 1  # k3: unbiased, always >= 0
-        per_token_loss = per_token_loss + kl_weights * kl
-    count = generated.sum().clamp(min=1)
-    if token_mean == "per_slot":
-        loss = sum(torch.where(slots == slot, per_token_loss, 0.0).sum() / (slots == slot).sum()
-                   for slot in (SLOT_GUIDE, SLOT_ACTION) if (slots == slot).any())
-    else:
-        loss = torch.where(generated, per_token_loss, 0.0).sum() / count
-    with torch.no_grad():
-        def mean(x):  # over the generated tokens
-            return torch.where(generated, x, 0.0).sum().item() / count.item()
-        stats = {"clip_fraction": mean(((ratio - 1).abs() > clip).float()),
-                 "approx_kl": mean(ratio - 1 - log_ratio), "kl_ref": mean(kl)}
-    return loss, stats
-
+# --- GRPO: the update, several clipped minibatch passes over one iteration's rollouts ---
 
 def grpo_update(policy, optimizer, rollouts: Rollouts, token_advantages, reference_logprobs,
                 kl_weights, cfg: Config, generator):
-    """Several minibatch passes over one iteration's rollouts; the first minibatch sees the
+    """cfg.update_epochs passes of cfg.minibatches minibatches; the first minibatch sees the
     exact rollout policy (ratio 1), later ones a moved one, so the clip acts."""
     stats = []
     for _ in range(cfg.update_epochs):
         order = torch.randperm(len(rollouts.tokens), generator=generator, device=generator.device)
         for batch in order.chunk(cfg.minibatches):
             batch = batch.to(rollouts.tokens.device)
-            new_logprobs = token_logprobs(policy, rollouts.tokens[batch], rollouts.slots[batch],
-                                          cfg.temperature, cfg.guide_temperature)
-            loss, batch_stats = grpo_loss(
-                new_logprobs, rollouts.logprobs[batch], token_advantages[batch],
-                rollouts.slots[batch], cfg.clip,
-                None if reference_logprobs is None else reference_logprobs[batch],
-                None if kl_weights is None else kl_weights[batch], cfg.token_mean)
+            slots = rollouts.slots[batch]
+            new_logprobs = token_logprobs(policy, rollouts.tokens[batch], slots, cfg.temperature,
+                                          cfg.guide_temperature)
+            reference = None if reference_logprobs is None else reference_logprobs[batch]
+            weights = None if kl_weights is None else kl_weights[batch]
+
+            def loss_over(written):  # the loss, its mean over the tokens `written` marks
+                return grpo_loss(new_logprobs, rollouts.logprobs[batch], token_advantages[batch],
+                                 written, cfg.clip, reference, weights)
+            loss, batch_stats = loss_over(slots)
+            if cfg.token_mean == "per_slot":  # control: the guides' mean and the actions', added
+                loss = sum(loss_over(torch.where(slots == slot, slot, SLOT_CONTEXT))[0]
+                           for slot in (SLOT_GUIDE, SLOT_ACTION))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
@@ -885,7 +743,7 @@ def grpo_update(policy, optimizer, rollouts: Rollouts, token_advantages, referen
 # --- Evaluation: success, efficiency, and how right the guide is ---
 
 def episode_metrics(rollouts: Rollouts) -> dict:
-    """Success, steps, and the guide's shares and accuracy against true progress."""
+    """Success, steps, loops, and the guide's shares and accuracy against true progress."""
     success = rollouts.env_return > 0
     metrics = {"success": success.float().mean().item(),
                "steps": rollouts.steps.float().mean().item(),
@@ -910,31 +768,12 @@ def episode_metrics(rollouts: Rollouts) -> dict:
     # without the bumps, which greedy play makes a few times in 500 mazes: too few to estimate
     moved = [recall[g] for g in ("positive", "negative") if g in recall]
     metrics["guide_progress_accuracy"] = sum(moved) / len(moved) if moved else None
-    # apart for the moves back onto a visited cell, which --cue-misjudge revisit gets wrong
+    # apart on the moves back onto a visited cell (the loops), which --cue-misjudge gets wrong
     revisit = rollouts.revisits[judged]
     for name, kind in [("revisit", revisit), ("other", ~revisit)]:
         metrics[f"guide_accuracy_{name}"] = (correct[kind].float().mean().item()
                                              if kind.any() else None)
     return metrics
-
-
-def evaluate(policy, cfg: Config, guided: bool, greedy=True, passes=1, batch_size=512,
-             guide_policy=None) -> dict:
-    """Metrics on the fixed held-out tasks (never trained on), averaged over `passes`; guides
-    by guide_policy if one is given (see rollout)."""
-    seeds = [EVAL_SEED_BASE + i for i in range(cfg.eval_tasks)]
-    generator = torch.Generator(device=next(policy.parameters()).device).manual_seed(cfg.seed)
-    parts = [rollout(policy, seeds[i:i + batch_size], guided, cfg, generator, greedy=greedy,
-                     guide_policy=guide_policy)
-             for _ in range(passes) for i in range(0, len(seeds), batch_size)]
-    return episode_metrics(concat_rollouts(parts))
-
-
-def calibration_accuracy(policy, cfg: Config) -> float:
-    """--prior-guide-target's check: the greedy guide's progress accuracy, on Stage 0's mazes."""
-    batch = rollout(policy, [CALIBRATION_SEED_BASE + i for i in range(200)], True, cfg,
-                    greedy=True)
-    return episode_metrics(batch)["guide_progress_accuracy"] or 0.0
 
 
 def concat_rollouts(parts) -> Rollouts:
@@ -948,6 +787,15 @@ def concat_rollouts(parts) -> Rollouts:
             tensors = [F.pad(t, (0, width - t.shape[1])) for t in tensors]
         merged[f.name] = torch.cat(tensors)
     return Rollouts(**merged)
+
+
+def evaluate(policy, cfg: Config, guided: bool, greedy=True, passes=1, batch_size=512) -> dict:
+    """Metrics on the fixed held-out tasks (never trained on), averaged over `passes`."""
+    seeds = [EVAL_SEED_BASE + i for i in range(cfg.eval_tasks)]
+    generator = torch.Generator(device=next(policy.parameters()).device).manual_seed(cfg.seed)
+    parts = [rollout(policy, seeds[i:i + batch_size], guided, cfg, generator, greedy=greedy)
+             for _ in range(passes) for i in range(0, len(seeds), batch_size)]
+    return episode_metrics(concat_rollouts(parts))
 
 
 def number(value, digits: int) -> str:
@@ -967,20 +815,15 @@ def format_metrics(metrics: dict) -> str:
 
 # --- Training: the GRPO loop with Self-Guide ---
 
-TRAIN_SEED_RANGE = PRIOR_SEED_BASE  # training tasks are drawn from [0, 10^8)
-
-
 @dataclass
 class TrainState:
-    """Everything besides the policy's weights that a run needs to continue exactly. With
-    train(state=..., until=...) it is the one hook the experiment harness uses: it snapshots
-    a lambda = 0 run here to branch the rows that share its first iterations off it."""
+    """What a run carries from one iteration to the next, besides the policy's weights."""
     optimizer: torch.optim.Optimizer
     tasks: random.Random            # draws the training tasks
     sampler: torch.Generator        # samples guides and actions
     shuffler: torch.Generator       # orders the minibatches
     iteration: int = 0              # iterations done
-    records: list = field(default_factory=list)  # the JSONL records so far
+    records: list = field(default_factory=list)  # one per iteration: the log's lines
 
 
 def new_train_state(policy, cfg: Config) -> TrainState:
@@ -990,9 +833,11 @@ def new_train_state(policy, cfg: Config) -> TrainState:
                       torch.Generator().manual_seed(cfg.seed))
 
 
-def grpo_iteration(policy, reference, cfg: Config, state: TrainState, iteration: int) -> dict:
-    """One iteration: rollouts, composite returns, advantages, clipped updates. Returns its
-    record for the log."""
+def grpo_iteration(policy, reference, cfg: Config, state: TrainState) -> dict:
+    """One iteration: rollouts, composite returns, advantages, clipped updates; every
+    cfg.eval_every iterations (and at the last) a held-out evaluation, one line. Its record
+    goes to state.records and is returned."""
+    iteration = state.iteration + 1
     trust = trust_at(cfg, iteration)
     # --- rollouts: G episodes of each sampled task, from the current policy ---
     task_seeds = [state.tasks.randrange(TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
@@ -1013,38 +858,36 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState, iteration:
                          kl_weights, cfg, state.shuffler)
     guide_rewards = step_rewards(batch.guides, batch.truths)  # g(z_t), logged whatever R used
     grouped = (-1, cfg.group_size)
-    return {"iteration": iteration, "trust": trust, **episode_metrics(batch),
-            "env_return": batch.env_return.mean().item(),
-            "internal_return_sum": guide_rewards.sum(1).mean().item(),
-            "internal_return_mean": (guide_rewards.sum(1) / batch.steps).mean().item(),
-            "zero_variance_groups": zero_variance(returns.view(grouped)).float().mean().item(),
-            "env_zero_variance_groups":
-                zero_variance(batch.env_return.view(grouped)).float().mean().item(),
-            **update}
+    record = {"iteration": iteration, "trust": trust, **episode_metrics(batch),
+              "env_return": batch.env_return.mean().item(),
+              "internal_return_sum": guide_rewards.sum(1).mean().item(),
+              "internal_return_mean": (guide_rewards.sum(1) / batch.steps).mean().item(),
+              "zero_variance_groups": zero_variance(returns.view(grouped)).float().mean().item(),
+              "env_zero_variance_groups":
+                  zero_variance(batch.env_return.view(grouped)).float().mean().item(),
+              **update}
+    # --- held-out evaluation ---
+    if iteration % cfg.eval_every == 0 or iteration == cfg.iterations:
+        record["eval"] = evaluate(policy, cfg, cfg.guided)
+        tqdm.write(f"{cfg.variant} seed {cfg.seed} iter {iteration:4d}  lambda {trust:.2f}  "
+                   f"held-out {format_metrics(record['eval'])}")
+    state.records.append(record)
+    state.iteration = iteration
+    return record
 
 
-def train(policy, reference, cfg: Config, log_file=None, state: TrainState | None = None,
-          until: int | None = None) -> TrainState:
-    """GRPO from state.iteration + 1 to `until` (default cfg.iterations), with held-out
-    evaluations every cfg.eval_every iterations and at the end, one line each. The returned
-    state continues the run exactly."""
-    state = state or new_train_state(policy, cfg)
-    until = cfg.iterations if until is None else until
-    bar = tqdm(range(state.iteration + 1, until + 1), desc=f"GRPO {cfg.variant} seed {cfg.seed}",
-               initial=state.iteration, total=cfg.iterations, leave=False)
-    for iteration in bar:
-        record = grpo_iteration(policy, reference, cfg, state, iteration)
+def train(policy, reference, cfg: Config, log_file=None) -> list[dict]:
+    """GRPO for cfg.iterations iterations from the policy as it is, against the frozen
+    reference (the prior); a JSON line per iteration to log_file. Returns the records."""
+    state = new_train_state(policy, cfg)
+    bar = tqdm(range(cfg.iterations), desc=f"GRPO {cfg.variant} seed {cfg.seed}", leave=False)
+    for _ in bar:
+        record = grpo_iteration(policy, reference, cfg, state)
         bar.set_postfix(success=f"{record['success']:.2f}", trust=f"{record['trust']:.2f}")
-        if iteration % cfg.eval_every == 0 or iteration == cfg.iterations:
-            record["eval"] = evaluate(policy, cfg, cfg.guided)
-            tqdm.write(f"{cfg.variant} seed {cfg.seed} iter {iteration:4d}  lambda "
-                       f"{record['trust']:.2f}  held-out {format_metrics(record['eval'])}")
-        state.records.append(record)
-        state.iteration = iteration
         if log_file is not None:
             log_file.write(json.dumps(record) + "\n")
             log_file.flush()
-    return state
+    return state.records
 
 
 def final_metrics(records: list, count: int) -> dict:
@@ -1059,10 +902,127 @@ def final_metrics(records: list, count: int) -> dict:
 
 
 # ==========================================================================================
-# The method ends here. Below: what one run needs around it (the prior's cache, files that
-# survive a kill, checkpoints, --show, the summary table, main). The experiment harness that
-# measures the method is experiments/compare.py; it imports this file.
+# The method ends here. Below: what one run needs around it (a faster training pass, the
+# settings' checks, the prior's cache, files that survive a kill, --show, main). The
+# experiment harness that measures the method is experiments/; it imports this file.
 # ==========================================================================================
+
+# --- Speed-up: the training pass computes the last block only where it is scored ---
+
+def last_block_logits(policy, tokens, positions) -> torch.Tensor:
+    """scored_logits(policy, tokens, positions), at half the arithmetic: tokens (N, L),
+    positions (Q,) -> (N, Q, W). A run's training passes use it (below).
+
+    A training pass scores the guide and action tokens only, 40% of the stream. Every position
+    is still a key and a value for later ones, but the last block's queries, attention output,
+    MLP and the head matter only at the positions that predict a scored token, so they are
+    computed there alone: the same network and weights as GPT2LMHeadModel.forward (a test
+    checks the two agree, values and gradients)."""
+    gpt, (n, length) = policy.transformer, tokens.shape
+    hidden = gpt.wte(tokens) + gpt.wpe(torch.arange(length, device=tokens.device))  # (N, L, C)
+    for block in gpt.h[:-1]:  # earlier blocks: every position is some later query's key
+        hidden = block(hidden)
+    block, attention, width = gpt.h[-1], gpt.h[-1].attn, hidden.shape[-1]
+    x = block.ln_1(hidden)
+    weight, bias = attention.c_attn.weight, attention.c_attn.bias  # (C, 3C), (3C,): q | k | v
+    query = x[:, positions] @ weight[:, :width] + bias[:width]              # (N, Q, C)
+    key, value = (x @ weight[:, width:] + bias[width:]).split(width, -1)    # (N, L, C) each
+
+    def heads(z):  # (N, S, C) -> (N, H, S, C / H)
+        return z.view(n, z.shape[1], attention.num_heads, attention.head_dim).transpose(1, 2)
+
+    causal = positions[:, None] >= torch.arange(length, device=tokens.device)  # (Q, L)
+    mixed = F.scaled_dot_product_attention(heads(query), heads(key), heads(value),
+                                           attn_mask=causal, scale=attention.scaling)
+    hidden = hidden[:, positions] + attention.c_proj(mixed.transpose(1, 2).reshape(n, -1, width))
+    hidden = hidden + block.mlp(block.ln_2(hidden))                         # (N, Q, C)
+    return gpt.ln_f(hidden) @ policy.lm_head.weight[WRITABLE_IDS].T         # (N, Q, W)
+
+
+scored_logits_transformers, scored_logits = scored_logits, last_block_logits  # the default
+
+
+# --- Settings: checked before any work; the command line generated from Config ---
+
+PAPER_FAITHFUL = {"kl_guide": 0.0, "internal_return": "sum", "guide_advantage": "composite",
+                  "credit": "trajectory", "token_mean": "all", "guide_temperature": 1.0}
+
+
+def check_config(cfg: Config):
+    """One clear line (a ValueError) for every setting that cannot run, before any work; then
+    --paper-faithful's settings. Config calls it when it is made."""
+    for f in dataclasses.fields(cfg):  # nan or inf would train, silently, on garbage
+        if f.type == "float" and not math.isfinite(getattr(cfg, f.name)):
+            raise ValueError(f"--{flag(f.name)} must be a finite number "
+                             f"(got {getattr(cfg, f.name)})")
+    positive = ["max_steps", "n_layer", "n_embd", "n_head", "prior_episodes", "prior_epochs",
+                "prior_check", "prior_batch", "iterations", "tasks_per_iter", "update_epochs",
+                "minibatches", "eval_tasks", "eval_every", "final_evals"]
+    for name in positive:
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"--{flag(name)} must be at least 1")
+    if cfg.group_size < 2:
+        raise ValueError("--group-size must be at least 2: a group of one rollout has no "
+                         "baseline, so every advantage would be zero")
+    if cfg.show < 0:
+        raise ValueError("--show takes a count of episodes (0 or more)")
+    if cfg.n_embd % cfg.n_head:
+        raise ValueError(f"--n-embd {cfg.n_embd} must be divisible by --n-head {cfg.n_head}")
+    if not all(0 <= v <= 1 for v in (cfg.enter_at, cfg.cue_noise, cfg.prior_guide_target)):
+        raise ValueError("--enter-at, --cue-noise and --prior-guide-target are in [0, 1]")
+    if cfg.cue_misjudge != "none" and not (cfg.cue or cfg.dist):
+        raise ValueError("--cue-misjudge changes the demonstrator reading the cue or the "
+                         "distance: add --cue or --dist")
+    if cfg.cue and cfg.dist:
+        raise ValueError("--dist shows the distance in place of the cue (on by default): "
+                         "add --no-cue")
+    if min(cfg.temperature, cfg.guide_temperature, cfg.clip, cfg.lr, cfg.prior_lr,
+           cfg.max_grad_norm) <= 0:
+        raise ValueError("--temperature, --guide-temperature, --clip, --lr, --prior-lr and "
+                         "--max-grad-norm must be positive")
+    if min(cfg.kl_guide, cfg.kl_action) < 0:
+        raise ValueError("KL weights must not be negative")
+    if cfg.minibatches > cfg.tasks_per_iter * cfg.group_size:
+        raise ValueError("--minibatches cannot exceed the rollouts per iteration")
+    if cfg.internal_reward != "guide" and cfg.variant == "sg":
+        raise ValueError("--variant sg never pays an internal reward (lambda = 0); use "
+                         "sg_gr for the oracle and random controls")
+    if cfg.internal_reward == "random" and not cfg.guided:
+        raise ValueError("--internal-reward random draws with the shares of the policy's "
+                         "own guides, so it needs a guide slot (--variant sg_gr)")
+    make_env(cfg)  # the environment's own checks, with its own messages
+    if cfg.paper_faithful:
+        for name, value in PAPER_FAITHFUL.items():
+            setattr(cfg, name, value)
+
+
+def flag(name: str) -> str:
+    """The command-line flag of a setting, without its dashes: group_size -> group-size."""
+    return name.replace("_", "-")
+
+
+def add_settings(parser, settings):
+    """A --flag for every field of the dataclass `settings`, its help from the field."""
+    for f in dataclasses.fields(settings):
+        if isinstance(f.default, bool):
+            parser.add_argument("--" + flag(f.name), action=argparse.BooleanOptionalAction,
+                                default=f.default, help=f.metadata["help"])
+        else:
+            parser.add_argument("--" + flag(f.name), type=type(f.default), default=f.default,
+                                choices=f.metadata["choices"], help=f.metadata["help"])
+
+
+def parse_config(argv=None) -> Config:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_settings(parser, Config)
+    try:
+        return Config(**vars(parser.parse_args(argv)))
+    except ValueError as error:
+        parser.error(str(error))  # exits with a usage line, never a traceback
+
+
+# --- The run's environment: transformers' version, the device, the seeds ---
 
 def check_transformers(version: str):
     """transformers before 5.24 names the KV cache past_key_values and silently ignores the
@@ -1094,8 +1054,41 @@ def seed_everything(seed: int):
     random.seed(seed)
     torch.manual_seed(seed)
 
+# --- The prior's cache: one Stage 0 per setting, shared by every run ---
 
-# --- the prior's cache: one Stage 0 per setting, shared by every run ---
+CALIBRATION_SEED_BASE = 2 * 10**9  # the mazes of --prior-guide-target's checks: a range apart
+
+
+def calibration_accuracy(policy, cfg: Config) -> float:
+    """--prior-guide-target's check: the greedy guide's progress accuracy, on Stage 0's mazes."""
+    batch = rollout(policy, [CALIBRATION_SEED_BASE + i for i in range(200)], True, cfg,
+                    greedy=True)
+    return episode_metrics(batch)["guide_progress_accuracy"] or 0.0
+
+
+def train_prior(cfg: Config, device):
+    """Stage 0 from scratch: a new policy (seeded by cfg.seed) cloned on the demonstrations;
+    with --prior-guide-target, until the first check (every --prior-check updates) at which
+    calibration_accuracy reaches it (--prior-epochs is then the cap), so that every seed's
+    prior is equally mature. Returns the prior, in eval mode, and its cloning losses; its
+    config records the updates and the last check's accuracy (saved with it)."""
+    torch.manual_seed(cfg.seed)
+    policy = make_policy(cfg).to(device)
+    tokens, slots = demonstration_corpus(cfg)
+    losses, reached = [], None
+    with tqdm(total=cfg.prior_epochs * math.ceil(len(tokens) / cfg.prior_batch),
+              desc="Stage 0 cloning", leave=False) as bar:
+        for loss in clone_demonstrator(policy, tokens, slots, cfg, device):
+            losses.append(loss)
+            bar.update()
+            bar.set_postfix(loss=f"{loss:.3f}")
+            if cfg.prior_guide_target and len(losses) % cfg.prior_check == 0:
+                reached = calibration_accuracy(policy, cfg)
+                if reached >= cfg.prior_guide_target:
+                    break
+    policy.config.stage0 = {"updates": len(losses), "calibration_accuracy": reached}
+    return policy.eval(), losses
+
 
 def prior_key(cfg: Config) -> str:
     """The settings a prior depends on; a change to any of them trains a new one."""
@@ -1368,16 +1361,16 @@ def run_training(cfg: Config, device):
     write_atomic(out / "selfguide_config.json", json.dumps(dataclasses.asdict(cfg), indent=2))
     with open(out / "log.jsonl", "w") as log_file:  # a line per iteration, flushed as it comes
         try:
-            state = train(policy, prior, cfg, log_file)
+            records = train(policy, prior, cfg, log_file)
             clock.append(time.perf_counter())
         except KeyboardInterrupt:
             save_policy(policy, out)
             print(f"\nstopped by Ctrl-C or SIGTERM; the policy trained so far is saved in {out}")
             return None
     save_policy(policy, out)
-    rows = before + [(f"trained ({cfg.variant}), final policy", state.records[-1]["eval"]),
+    rows = before + [(f"trained ({cfg.variant}), final policy", records[-1]["eval"]),
                      (f"trained ({cfg.variant}), mean of the last {cfg.final_evals} evaluations",
-                      final_metrics(state.records, cfg.final_evals))]
+                      final_metrics(records, cfg.final_evals))]
     table = summary_table(rows)
     write_atomic(out / "summary.md", table + "\n")
     stage0, prompting, training = (b - a for a, b in zip(clock, clock[1:]))

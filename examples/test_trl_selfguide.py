@@ -205,7 +205,7 @@ def test_trl_bridge_trains_with_selfguides_schedule_tasks_and_sampling(tmp_path,
     cfg = sg.parse_config(args + ["--kl-action", "0.1"])
     sg.seed_everything(cfg.seed)
     prior = sg.load_or_train_prior(cfg, "cpu")
-    first = sg.grpo_iteration(sg.copy.deepcopy(prior), prior, cfg, sg.new_train_state(prior, cfg), 1)
+    first = sg.grpo_iteration(sg.copy.deepcopy(prior), prior, cfg, sg.new_train_state(prior, cfg))
     for key in ("success", "steps", "share_positive", "guide_balanced_accuracy"):
         assert records[0][key] == first[key], key
     from transformers import AutoModelForCausalLM

@@ -263,7 +263,7 @@ def make_trainer_class():
             slots = torch.where(attention_mask.bool(), slots, sg.SLOT_CONTEXT)       # (B, L)
             targets = sg.scored_positions(slots)                                     # (Q,)
             # a forward of `model` itself, which on P processes is the DDP wrapper: its
-            # backward all-reduces the gradients (selfguide's scored_logits would bypass it)
+            # backward all-reduces the gradients (selfguide's last_block_logits would bypass it)
             logits = model(input_ids=input_ids, logits_to_keep=targets - 1,
                            use_cache=False).logits[..., sg.WRITABLE_IDS]             # (B, Q, W)
             logp = sg.constrained_logprobs(logits, slots[:, targets], cfg.temperature,

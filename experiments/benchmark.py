@@ -76,16 +76,15 @@ def main(argv=None):
     tokens, targets = batch.tokens[:size], sg.scored_positions(batch.slots[:size])
     every = median_seconds(
         lambda: sg.writable_logits(policy, tokens)[:, targets - 1].sum().backward())
-    scored = median_seconds(lambda: sg.scored_logits(policy, tokens, targets - 1).sum().backward())
+    scored = median_seconds(
+        lambda: sg.last_block_logits(policy, tokens, targets - 1).sum().backward())
     policy.zero_grad(set_to_none=True)
-    print(f"training pass (forward + backward, {size} episodes): every position "
-          f"{every * 1000:.1f} ms, scored positions only {scored * 1000:.1f} ms, "
-          f"speed-up {every / scored:.1f}x")
+    print(f"training pass (forward + backward, {size} episodes): transformers' forward "
+          f"{every * 1000:.1f} ms, the last block at the scored positions only "
+          f"(last_block_logits) {scored * 1000:.1f} ms, speed-up {every / scored:.1f}x")
     # one GRPO iteration, and its parts timed alone on the same batch
     state, reference = sg.new_train_state(policy, cfg), copy.deepcopy(policy)
-    iteration = iter(range(1, 100))
-    whole = median_seconds(lambda: sg.grpo_iteration(policy, reference, cfg, state,
-                                                     next(iteration)), repeats=3)
+    whole = median_seconds(lambda: sg.grpo_iteration(policy, reference, cfg, state), repeats=3)
     advantages, _ = sg.iteration_advantages(batch, cfg, 1.0, 1)
     with torch.no_grad():
         reference_logprobs = sg.token_logprobs(reference, batch.tokens, batch.slots,
@@ -106,7 +105,7 @@ def main(argv=None):
     start = time.perf_counter()
     corpus = sg.demonstration_corpus(cfg)
     corpus_seconds = time.perf_counter() - start
-    losses, _ = sg.clone_demonstrator(sg.make_policy(cfg).to(device), *corpus, cfg, device)
+    losses = list(sg.clone_demonstrator(sg.make_policy(cfg).to(device), *corpus, cfg, device))
     print(f"Stage 0: {cfg.prior_episodes} demonstrations in {corpus_seconds:.1f} s, cloning "
           f"{len(losses)} updates in {time.perf_counter() - start - corpus_seconds:.1f} s "
           f"(loss {losses[0]:.3f} -> {losses[-1]:.3f}), total {time.perf_counter() - start:.1f} s")

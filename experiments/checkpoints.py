@@ -13,7 +13,8 @@ better from one that walks where judging is easy.
 
 The full method is trained per seed from that seed's prior, exactly as selfguide.py trains
 it (the same run as the GRPO w/ SG & GR row of experiments/compare.py on the same settings);
-the rollout takes the checkpoint as its guide model (selfguide.rollout's guide_policy).
+the checkpoint writes the guides through `Steered`, a model whose guide words' logits are the
+checkpoint's and every other word's the fixed policy's.
 Every difference is paired by seed against the prior's own guidance, with a 95% t-interval
 over the seeds. Each seed is a work unit saved as it finishes, so a stopped run resumes.
 """
@@ -30,6 +31,8 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
+from transformers import DynamicCache  # noqa: E402
+from transformers.modeling_outputs import CausalLMOutput  # noqa: E402
 
 import compare  # noqa: E402
 import selfguide as sg  # noqa: E402
@@ -47,15 +50,37 @@ def parse_args(argv=None) -> tuple[sg.Config, compare.Seeds]:
     return cfg, exp
 
 
+class Steered(torch.nn.Module):
+    """`policy` moving, `guide_policy` judging: the logits of the guide words are guide_policy's,
+    every other word's policy's. The rollout's constrained decoding samples the guide slot
+    among the guide words and the action slot among the moves, so guide_policy writes every
+    guide and policy every move, each reading the whole stream with its own KV cache."""
+
+    def __init__(self, policy, guide_policy):
+        super().__init__()
+        self.policy, self.guide_policy, self.config = policy, guide_policy, policy.config
+        self.caches = None  # (the rollout's cache, guide_policy's own beside it)
+
+    def forward(self, tokens, cache=None, use_cache=False, **kwargs):
+        if cache is not None and (self.caches is None or self.caches[0] is not cache):
+            self.caches = (cache, DynamicCache(config=self.guide_policy.config))  # a new rollout
+        guide_cache = self.caches[1] if cache is not None else None
+        logits = self.policy(tokens, cache=cache, use_cache=use_cache, **kwargs).logits
+        judged = self.guide_policy(tokens, cache=guide_cache, use_cache=use_cache, **kwargs).logits
+        logits[..., sg.GUIDE_IDS] = judged[..., sg.GUIDE_IDS]
+        return CausalLMOutput(logits=logits)
+
+
 def run_seed(cfg: sg.Config):
     """One seed: train the full method, keeping the checkpoints; every (guide source, fixed
     policy) pair evaluated; saved as units/seed<k>.json."""
     torch.set_num_threads(1)
     sg.seed_everything(cfg.seed)
     prior = sg.load_or_train_prior(cfg, sg.pick_device(cfg.device))
-    policy, state, checkpoints = copy.deepcopy(prior), None, [copy.deepcopy(prior)]
-    for fraction in FRACTIONS[1:]:  # train(until=...) continues the one run exactly
-        state = sg.train(policy, prior, cfg, state=state, until=int(fraction * cfg.iterations))
+    policy, checkpoints = copy.deepcopy(prior), [copy.deepcopy(prior)]
+    state = sg.new_train_state(policy, cfg)
+    for fraction in FRACTIONS[1:]:  # the one run, continued exactly from checkpoint to checkpoint
+        compare.train_until(policy, prior, cfg, state, int(fraction * cfg.iterations))
         checkpoints.append(copy.deepcopy(policy).eval())
     fixed = {"prior": prior, "final": checkpoints[-1]}
     probe = probe_episodes(prior, cfg)
@@ -63,7 +88,7 @@ def run_seed(cfg: sg.Config):
         "own": [sg.evaluate(c, cfg, guided=True) for c in checkpoints],
         "probe": [probe_metrics(c, probe) for c in checkpoints],
         "unguided": [sg.evaluate(c, cfg, guided=False) for c in checkpoints],
-        "steered": {name: [sg.evaluate(policy, cfg, guided=True, guide_policy=c)
+        "steered": {name: [sg.evaluate(Steered(policy, c), cfg, guided=True)
                            for c in checkpoints] for name, policy in fixed.items()},
         "final_metrics": sg.final_metrics(state.records, cfg.final_evals)}
     sg.write_atomic(unit(cfg), json.dumps(results))

@@ -221,6 +221,13 @@ def restore(saved: dict, prior, cfg: sg.Config):
     return policy, state
 
 
+def train_until(policy, prior, cfg: sg.Config, state: sg.TrainState, until: int):
+    """Continue the run of `state` to iteration `until`, exactly as selfguide.train runs it."""
+    for _ in tqdm(range(state.iteration, until), desc=f"GRPO {cfg.variant} seed {cfg.seed}",
+                  leave=False):
+        sg.grpo_iteration(policy, prior, cfg, state)
+
+
 def train_rows(prior, configs: dict) -> dict:
     """Train every row's config from the prior, training each shared lambda = 0 prefix once.
     Returns {row: (policy, records)}; the result equals training each row on its own."""
@@ -232,14 +239,15 @@ def train_rows(prior, configs: dict) -> dict:
     for rows in trunks.values():
         trunk = trunk_config(configs[rows[0]])
         branch_points = sorted({first_trusted_iteration(configs[r]) - 1 for r in rows})
-        policy, state, saved = copy.deepcopy(prior), None, {}
+        policy, saved = copy.deepcopy(prior), {}
+        state = sg.new_train_state(policy, trunk)
         for point in branch_points:
-            state = sg.train(policy, prior, trunk, state=state, until=point)
+            train_until(policy, prior, trunk, state, point)
             saved[point] = snapshot(policy, state)
         for row in rows:
             cfg = configs[row]
             policy, state = restore(saved[first_trusted_iteration(cfg) - 1], prior, cfg)
-            state = sg.train(policy, prior, cfg, state=state)
+            train_until(policy, prior, cfg, state, cfg.iterations)
             results[row] = (policy, state.records)
     return results
 
