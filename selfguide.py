@@ -1054,6 +1054,7 @@ def seed_everything(seed: int):
     random.seed(seed)
     torch.manual_seed(seed)
 
+
 # --- The prior's cache: one Stage 0 per setting, shared by every run ---
 
 CALIBRATION_SEED_BASE = 2 * 10**9  # the mazes of --prior-guide-target's checks: a range apart
