@@ -207,15 +207,17 @@ def test_the_command_reader_splits_expands_and_finds_what_is_not_accepted():
         block_commands("python selfguide.py $B")
     check_command(["python", "selfguide.py", "--variant", "grpo"])
     check_command(["python", "experiments/compare.py", "--rows", "core", "--seeds", "2"])
-    for refused in (["python", "selfguide.py", "--compare"],  # not one of its flags
-                    ["python", "selfguide.py", "--variant", "ppo"],  # not one of its choices
-                    ["python", "experiments/compare.py", "--show", "1"],  # a single run's flag
-                    ["python", "toy_env.py", "--seed", "1"],
-                    ["python", "nowhere.py"],
-                    ["python", "-m", "pytest", "-q", "test_selfguide.py", "-k", "no_such_test"],
-                    ["pip", "install", "-r", "missing.txt"],
-                    ["make", "all"]):
-        with pytest.raises(AssertionError):
+    for refused, why in (
+            (["python", "selfguide.py", "--compare"], "refuses"),  # not one of its flags
+            (["python", "selfguide.py", "--variant", "ppo"], "refuses"),  # not a choice
+            (["python", "experiments/compare.py", "--show", "1"], "refuses"),  # a run's flag
+            (["python", "toy_env.py", "--seed", "1"], "takes no arguments"),
+            (["python", "nowhere.py"], "no such script"),
+            (["python", "-m", "pytest", "-q", "test_selfguide.py", "-k", "no_such_test"],
+             "selects no test"),
+            (["pip", "install", "-r", "missing.txt"], "pip -r of a missing file"),
+            (["make", "all"], "does not know how to check")):
+        with pytest.raises(AssertionError, match=why):
             check_command(refused)
 
 

@@ -238,9 +238,11 @@ def test_an_interrupted_compare_resumes_to_the_table_of_an_uninterrupted_one(
     assert units == 4 and f"{units} of " in stopped and "run the same command again" in stopped
     assert not (out / "compare.json").exists()
     monkeypatch.setattr(compare, "compare_trunk", real_trunk)
-    calls.clear()
+    saved = {unit: unit.stat().st_mtime_ns for unit in (out / "units").iterdir()}
     resumed = compare.main(COMPARE_ARGS + cache + ["--out", str(out), "--workers", "2"])
-    assert "resuming" in capsys.readouterr().out and "4 of " in stopped.split("stopped")[1]
+    total = len(list((out / "units").iterdir()))
+    assert f"resuming {out}: 4 of {total} work units" in capsys.readouterr().out and total > 4
+    assert all(unit.stat().st_mtime_ns == time for unit, time in saved.items())  # not redone
     assert resumed == json.loads(json.dumps(whole))  # every row, every evaluation, every seed
     table = lambda folder: (folder / "compare.md").read_text().split("\n\n", 1)[1]  # noqa: E731
     assert table(out) == table(tmp_path / "whole")
@@ -249,10 +251,10 @@ def test_an_interrupted_compare_resumes_to_the_table_of_an_uninterrupted_one(
         assert {r for r in seed if "probe_guide_accuracy" in seed[r]["final"]} == \
             {"ReAct w/ SG", "GRPO w/ SG", "GRPO w/ SG & GR"}
     assert table(out).count("on the fixed probe") == 2
-    for log in (tmp_path / "whole").glob("seed*.jsonl"):
-        strip = lambda text: [{k: v for k, v in json.loads(line).items()  # noqa: E731
-                               if not k.endswith("seconds")} for line in text.splitlines()]
-        assert strip(log.read_text()) == strip((out / log.name).read_text()), log.name
+    logs = sorted((tmp_path / "whole").glob("seed*.jsonl"))
+    assert len(logs) == 2 * 3  # seeds x trained rows
+    for log in logs:
+        assert log.read_text() == (out / log.name).read_text(), log.name
 
 
 def test_a_different_command_on_the_same_compare_folder_is_refused(tmp_path):
@@ -335,13 +337,17 @@ def test_checkpoints_steer_fixed_policies_and_the_run_is_selfguides_own(tmp_path
     cache = ["--prior-cache", str(tmp_path / "priors")]
     per_seed = checkpoints.main(TINY_ARGS + cache + ["--seeds", "1", "--out", str(tmp_path / "k")])
     seed = per_seed[0]
-    # a policy steered by its own guides is that policy playing alone
-    assert seed["steered"]["prior"][0] == seed["own"][0]
-    assert seed["steered"]["final"][-1] == seed["own"][-1]
     assert len(seed["own"]) == len(checkpoints.FRACTIONS) == len(seed["steered"]["prior"])
     # the checkpoints come from the very run `python selfguide.py` trains with these settings
     rows = sg.main(TINY_ARGS + cache + ["--out", str(tmp_path / "run")])
     assert rows[-1][1] == seed["final_metrics"]
+    # steering, replayed with that run's saved final policy and the cached prior
+    cfg = sg.parse_config(TINY_ARGS + cache)
+    prior, final = sg.load_or_train_prior(cfg, "cpu"), sg.load_policy(tmp_path / "run", cfg, "cpu")
+    assert seed["own"][-1] == sg.evaluate(final, cfg, True)
+    assert seed["steered"]["prior"][-1] == sg.evaluate(checkpoints.Steered(prior, final), cfg, True)
+    assert seed["steered"]["final"][0] == sg.evaluate(checkpoints.Steered(final, prior), cfg, True)
+    assert seed["steered"]["prior"][0] == seed["own"][0]  # steered by a copy of itself: alone
     table = (tmp_path / "k" / "checkpoints.md").read_text()
     assert table.count("\n| final |") == 3 and table.count("\n| 25% |") == 3
     assert table.count("progress acc.") == 4 and "bal. acc." not in table
@@ -421,9 +427,15 @@ def test_plot_of_a_comparison_draws_its_figures_into_its_folder(tmp_path, monkey
     out = tmp_path / "c"
     per_seed = compare.main(COMPARE_ARGS + ["--cue", "--cue-misjudge", "revisit", "--out",
                                        str(out), "--prior-cache", str(tmp_path / "priors")])
-    assert "guide_accuracy_revisit" in per_seed[0]["GRPO w/ SG"]["final"]
     plots.main([str(out)])
     assert sorted(figures) == ["co-evolution.png", "compare.png"]
+    # with --cue-misjudge revisit, the co-evolution figure's accuracy is the one on revisits
+    axis = figures["co-evolution.png"].axes[0]
+    assert axis.get_ylabel() == "guide accuracy revisit"
+    held_out = {line.get_label(): list(line.get_ydata()) for line in axis.get_lines()}
+    first = [s["GRPO w/ SG"]["history"][0][1]["guide_accuracy_revisit"] for s in per_seed]
+    assert None not in first  # the first evaluation's accuracy on revisits, mean over seeds:
+    assert held_out["GRPO w/ SG"][1] == pytest.approx(sum(first) / len(first))
     for name in figures:
         assert (out / name).stat().st_size > 10_000
 
