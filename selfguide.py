@@ -513,14 +513,20 @@ def make_env(cfg: Config) -> GridWorld:
                      dist=cfg.dist)
 
 
+@lru_cache(maxsize=2**16)
+def observation_ids(observation: str) -> tuple:
+    """The token ids of an observation's words (memoised: mazes repeat their observations)."""
+    return tuple(WORD_ID[word] for word in observation.split())
+
+
 def encode_episode(steps, guided: bool):
     """A demonstrator episode [(observation, guide, action), ...] as the token stream the
     rollout writes: [<bos>, <mode>, obs_1, guide_1, action_1, obs_2, ...]; returns
     (token ids, slots) as lists."""
     tokens, slots = [BOS, GUIDED if guided else UNGUIDED], [SLOT_CONTEXT, SLOT_CONTEXT]
     for observation, guide, action in steps:
-        words = observation.split()
-        tokens += [WORD_ID[w] for w in words]
+        words = observation_ids(observation)
+        tokens += words
         slots += [SLOT_CONTEXT] * len(words)
         if guided:
             tokens.append(WORD_ID[guide])
@@ -532,18 +538,14 @@ def encode_episode(steps, guided: bool):
 
 def demonstration_corpus(cfg: Config):
     """(tokens, slots), each (2 * prior_episodes, L): every episode in both formats."""
-    env, sequences = make_env(cfg), []
+    env, tokens, slots, length = make_env(cfg), [], [], episode_length(cfg)
     for i in tqdm(range(cfg.prior_episodes), desc="demonstrations", leave=False):
         steps, _ = toy_env.demonstrate(env, seed=PRIOR_SEED_BASE + cfg.seed * 10**6 + i,
                                        cue_noise=cfg.cue_noise, cue_misjudge=cfg.cue_misjudge)
-        sequences += [encode_episode(steps, guided=True), encode_episode(steps, guided=False)]
-    length = episode_length(cfg)
-    tokens = torch.full((len(sequences), length), PAD)
-    slots = torch.full((len(sequences), length), SLOT_CONTEXT)
-    for row, (ids, kinds) in enumerate(sequences):
-        tokens[row, :len(ids)] = torch.tensor(ids)
-        slots[row, :len(kinds)] = torch.tensor(kinds)
-    return tokens, slots
+        for ids, kinds in (encode_episode(steps, guided=True), encode_episode(steps, False)):
+            tokens.append(ids + [PAD] * (length - len(ids)))  # PAD is SLOT_CONTEXT: 0
+            slots.append(kinds + [SLOT_CONTEXT] * (length - len(kinds)))
+    return torch.tensor(tokens), torch.tensor(slots)
 
 
 def clone_demonstrator(policy, tokens, slots, cfg: Config, device):
@@ -568,12 +570,6 @@ def clone_demonstrator(policy, tokens, slots, cfg: Config, device):
 
 
 # --- Rollout: all episodes advance together, one token stream each, KV-cached ---
-
-@lru_cache(maxsize=2**16)
-def observation_ids(observation: str) -> tuple:
-    """The token ids of an observation's words (memoised: mazes repeat their observations)."""
-    return tuple(WORD_ID[word] for word in observation.split())
-
 
 @dataclass
 class Rollouts:

@@ -105,11 +105,12 @@ def bfs_distances(open_cells: set, goal: tuple) -> dict:
     distance = {goal: 0}
     frontier = deque([goal])
     while frontier:
-        r, c = frontier.popleft()
-        for dr, dc in MOVES.values():
-            nxt = (r + dr, c + dc)
+        cell = frontier.popleft()
+        r, c = cell
+        step = distance[cell] + 1
+        for nxt in ((r - 1, c), (r, c + 1), (r + 1, c), (r, c - 1)):  # N, E, S, W
             if nxt in open_cells and nxt not in distance:
-                distance[nxt] = distance[(r, c)] + 1
+                distance[nxt] = step
                 frontier.append(nxt)
     return distance
 
@@ -122,16 +123,18 @@ def generate_layout(size: int, wall_prob: float, min_distance: int, rng: random.
     all drawn from `rng`; RuntimeError after `max_tries` layouts without a start far enough."""
     cells = [(r, c) for r in range(size) for c in range(size)]
     for _ in range(max_tries):
-        open_cells = frozenset(cell for cell in cells if rng.random() >= wall_prob)
-        if len(open_cells) < 2:
+        open_list = [cell for cell in cells if rng.random() >= wall_prob]  # sorted, as cells
+        if len(open_list) < 2:
             continue
-        goal = rng.choice(sorted(open_cells))
+        open_cells = frozenset(open_list)
+        goal = rng.choice(open_list)
         distance = bfs_distances(open_cells, goal)
         starts = sorted(cell for cell, d in distance.items() if d >= min_distance)
         if starts:
-            walls = {(r, c): "".join(letter for letter, (dr, dc) in zip("NESW", MOVES.values())
-                                     if (r + dr, c + dc) not in open_cells)
-                     for r, c in open_cells}
+            walls = {(r, c): ("N" if (r - 1, c) not in open_cells else "")
+                     + ("E" if (r, c + 1) not in open_cells else "")
+                     + ("S" if (r + 1, c) not in open_cells else "")
+                     + ("W" if (r, c - 1) not in open_cells else "") for r, c in open_list}
             return open_cells, rng.choice(starts), goal, distance, walls
     raise RuntimeError(
         f"no {size}x{size} maze with wall_prob={wall_prob} had a start {min_distance} steps "
@@ -254,6 +257,7 @@ class GridWorld:
         return "\n".join(rows)
 
 
+@functools.lru_cache(maxsize=2**16)  # a maze repeats its observations
 def parse_observation(observation: str):
     """(position, goal, blocked letters, cue) from an observation string, the cue one of CUES,
     the distance K (an int) for dist:K, or None when neither is shown; ValueError if malformed."""
