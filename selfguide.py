@@ -7,9 +7,8 @@ on it. The same word is a step reward r_t = g(z_t) in {+0.1, 0, -0.1} that GRPO 
 sparse success reward R_env under a trust schedule lambda(u) (`trust` in the code):
 R = R_env + lambda(u) * sum_t r_t. One objective trains the policy and its own internal reward.
 
-The agent is a tiny GPT-2 (transformers' GPT2LMHeadModel); the world a text maze
-(toy_env.py) whose true shortest-path distances score every guide: something the paper could
-not measure.
+The agent is a tiny GPT-2 (transformers' GPT2LMHeadModel); the world a text maze (toy_env.py)
+whose true shortest-path distances score every guide, which the paper could not measure.
 
     python selfguide.py                     # the full method, Stage 0 prior included (CPU)
     python selfguide.py --variant grpo      # R_env only; --variant sg: guides, lambda = 0
@@ -19,15 +18,13 @@ not measure.
     python selfguide.py --help              # every setting, with its default
 
 Reading order: Config; the paper's pieces (r_t, lambda(u), R, A_i, the clipped loss); the
-machinery they plug into (vocabulary, policy, Stage 0 prior, rollout, update, evaluation, the
-training loop). Below "The method ends here" is what one run needs around it. experiments/
-measures the method (REPORT.md); examples/ runs it on TRL.
+machinery they plug into, up to the training loop; below "The method ends here", what one run
+needs around it. experiments/ measures the method (REPORT.md); examples/ runs it on TRL.
 
 Departures from the paper (README's "Departures" says why; experiments/REPORT.md measures each):
 1. A Stage 0 prior, cloned from an imperfect demonstrator, stands in for the pretrained LLM.
 2. Three guards: a KL to the prior on guide tokens (--kl-guide), guide tokens trained by
-   R_env's advantage alone (--guide-advantage env), the mean of r_t for the sum
-   (--internal-return mean).
+   R_env's advantage alone (--guide-advantage env), mean r_t for sum (--internal-return mean).
 3. Constrained decoding: the guide slot samples among the guides, the action slot the moves.
 4. The schedule's phases are fractions of training; the group std is the population one.
 5. Step-level credit: each action gets the internal rewards that judge it and later moves.
@@ -83,7 +80,7 @@ class Config:
     n_embd: int = setting(64, "embedding width")
     n_head: int = setting(4, "attention heads")
     # Stage 0: the prior clones an imperfect demonstrator (departure 1)
-    prior_episodes: int = setting(8000, "demonstrator episodes to clone (each in both formats)")
+    prior_episodes: int = setting(8000, "demonstrator episodes to clone (each guided and not)")
     prior_epochs: int = setting(2, "passes over the demonstrations")
     prior_batch: int = setting(64, "episodes per cloning update")
     prior_lr: float = setting(3e-3, "peak learning rate of cloning (cosine decay)")
@@ -108,7 +105,7 @@ class Config:
     group_size: int = setting(8, "rollouts per task, G")
     lr: float = setting(2e-4, "AdamW learning rate of GRPO")
     update_epochs: int = setting(2, "passes over each iteration's rollouts")
-    minibatches: int = setting(4, "minibatches per pass; more than one makes the clip act")
+    minibatches: int = setting(4, "minibatches per pass; each after the first lets the clip act")
     clip: float = setting(0.2, "PPO clip range of the importance ratio")
     max_grad_norm: float = setting(1.0, "gradient clipping")
     temperature: float = setting(1.0, "sampling temperature of actions in training")
@@ -121,8 +118,8 @@ class Config:
     dist: bool = setting(False, "show the maze distance dist:K in place of the cue (--no-cue)")
     cue_misjudge: str = setting("none", "revisit: the demonstrator calls every move back onto a "
                                         "visited cell negative", list(toy_env.MISJUDGED))
-    prior_guide_target: float = setting(0.0, "clone until the greedy guide's progress accuracy "
-                                             "reaches this (0: off)")
+    prior_guide_target: float = setting(0.0, "clone until the greedy guide judges the moves that "
+                                             "change the distance this well (0: off)")
     prior_check: int = setting(25, "cloning updates between two checks of that target")
     internal_reward: str = setting("guide", "r_t: guide (the paper); controls: oracle (true "
                                             "progress), random", ["guide", "oracle", "random"])
@@ -141,7 +138,7 @@ class Config:
     out: str = setting("", "run folder (default runs/<variant>-seed<seed>)")
     init_from: str = setting("", "start from this saved policy instead of the prior")
     eval_only: bool = setting(False, "only evaluate --init-from (or the prior) and exit")
-    show: int = setting(0, "print this many held-out episodes step by step after the run")
+    show: int = setting(0, "print this many held-out episodes step by step (greedy)")
 
     def __post_init__(self):
         check_config(self)  # one clear line for a setting that cannot run (after the method)
@@ -153,8 +150,7 @@ class Config:
 
     @property
     def rewarded(self) -> bool:
-        """Is an internal reward paid (lambda follows --schedule)? The full method, and GRPO
-        with the oracle reward (a control); lambda = 0 otherwise."""
+        """Does lambda follow --schedule? For the full method and GRPO's oracle control."""
         return self.variant == "sg_gr" or (self.variant == "grpo"
                                            and self.internal_reward == "oracle")
 
@@ -242,9 +238,8 @@ def trust_schedule(iteration: int, total: int, kind: str = "trapezoid",
 
 def trust_at(cfg: Config, iteration: int) -> float:
     """lambda(u) of this run: the schedule where an internal reward is paid, 0 elsewhere."""
-    if not cfg.rewarded:
-        return 0.0
-    return trust_schedule(iteration, cfg.iterations, cfg.schedule, cfg.enter_at)
+    schedule = cfg.schedule if cfg.rewarded else "never"
+    return trust_schedule(iteration, cfg.iterations, schedule, cfg.enter_at)
 
 
 # --- Self-Guide: composite return (Sec. 3, R(tau; u) = R_env(tau) + lambda(u) * sum_t r_t) ---
@@ -348,15 +343,12 @@ def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
     generated = slots != SLOT_CONTEXT
     log_ratio = torch.where(generated, new_logprobs - old_logprobs, 0.0)
     ratio = log_ratio.exp()
-    surrogate = torch.min(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
-    per_token_loss = -surrogate
+    per_token_loss = -torch.min(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
     kl = torch.zeros_like(per_token_loss)
     if reference_logprobs is not None:
-        # k3 grows as e^x in x = log ref - log pi: a sampled guide whose (tempered) log-prob
-        # an update pushes down by 20 or more gives a loss of e^20, and past e^88 inf, then NaN
-        # weights (seen under --dist at guide temperature 0.1). x is clamped at KL_LOG_RATIO_MAX,
-        # as verl does; such a token then gets no KL gradient, as the clip gives none to a
-        # ratio far outside its range.
+        # k3 grows as e^x, x = log ref - log pi: a guide an update pushes 88 nats below the
+        # reference makes the loss inf and the weights NaN (seen under --dist). Clamped as verl
+        # does; such a token gets no KL gradient, as the clip gives none to a far-off ratio.
         log_ref_ratio = torch.where(generated, reference_logprobs - new_logprobs, 0.0)
         log_ref_ratio = log_ref_ratio.clamp(max=KL_LOG_RATIO_MAX)
         kl = log_ref_ratio.exp() - log_ref_ratio - 1  # k3: unbiased, always >= 0
@@ -372,9 +364,8 @@ def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
 
 
 # --- Vocabulary and tokenizer: one word, one token ---
-# Observation words come from toy_env; guide and action words are the ones the agent writes.
-# The mode token says whether the episode has a guide slot, so one prior can act both ways
-# (the paper's "ReAct" and "ReAct w/ SG").
+# Observation words come from toy_env; the agent writes only guides and actions. The mode token
+# says whether the episode has a guide slot, so one prior acts both ways (ReAct, ReAct w/ SG).
 
 SPECIAL = ["<pad>", "<unk>", "<bos>", "<eos>", "<guided>", "<unguided>"]
 WORDS = SPECIAL + list(GUIDES) + list(ACTIONS) + list(toy_env.VOCAB) + list(toy_env.DIST_VOCAB)
@@ -433,22 +424,18 @@ def vocab_size(cfg: Config) -> int:
 
 def make_policy(cfg: Config):
     from transformers import GPT2Config, GPT2LMHeadModel
-    config = GPT2Config(
+    return GPT2LMHeadModel(GPT2Config(
         vocab_size=vocab_size(cfg), n_positions=episode_length(cfg), n_embd=cfg.n_embd,
-        n_layer=cfg.n_layer, n_head=cfg.n_head,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,  # dropout off: rollout and update
-        # GPT-2's tanh approximation of GELU as one fused kernel instead of five Python ops
-        activation_function="gelu_pytorch_tanh",
-        use_cache=False,  # training passes keep no KV cache; the rollout asks for one
-        bos_token_id=BOS, eos_token_id=EOS)  # see the same network
-    return GPT2LMHeadModel(config)
+        n_layer=cfg.n_layer, n_head=cfg.n_head, bos_token_id=BOS, eos_token_id=EOS,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,  # rollout and update: one network
+        activation_function="gelu_pytorch_tanh",  # GPT-2's tanh GELU, one fused kernel
+        use_cache=False))  # training passes keep no KV cache; the rollout asks for one
 
 
 def writable_logits(policy, tokens, cache=None) -> torch.Tensor:
-    """The policy's logits for the writable words: tokens (N, L) -> (N, L, W), the last axis in
-    WRITABLE_IDS order, by transformers' own forward (with a DynamicCache in the rollout, whose
-    tokens are then only the new ones). Constrained decoding gives every other word
-    probability 0, so these are all a slot's distribution needs."""
+    """Logits of the writable words, the only ones constrained decoding can pick: tokens (N, L)
+    -> (N, L, W) in WRITABLE_IDS order, by transformers' own forward (given the rollout's
+    DynamicCache, tokens are only the new ones)."""
     return policy(tokens, cache=cache, use_cache=cache is not None).logits[..., WRITABLE_IDS]
 
 
@@ -467,10 +454,9 @@ def scored_positions(slots) -> torch.Tensor:
 
 def constrained_logprobs(logits, target_slots, temperature: float = 1.0,
                          guide_temperature: float | None = None) -> torch.Tensor:
-    """The constrained, tempered distribution the rollout samples from: logits (N, Q, W) over
-    the writable words, target_slots (N, Q) the slot of the token each predicts -> log-probs
-    (N, Q, W), -inf where the slot may not hold the word. Guides are tempered by
-    guide_temperature, if given, actions by temperature."""
+    """The constrained, tempered distribution the rollout samples from: logits (N, Q, W),
+    target_slots (N, Q) the slot of the token each predicts -> log-probs (N, Q, W), -inf where
+    the slot may not hold the word; guides at guide_temperature if given, else temperature."""
     allowed = slot_vocab_mask(logits.device)[target_slots]                   # (N, Q, W)
     per_slot = [1.0, temperature if guide_temperature is None else guide_temperature, temperature]
     temperatures = torch.tensor(per_slot, device=logits.device)[target_slots, None]  # (N, Q, 1)
@@ -483,17 +469,13 @@ def slot_logprobs(policy, tokens, slots, temperature: float = 1.0,
     the positions that hold a guide or an action in some row, and log-probs (N, Q, W))."""
     targets = scored_positions(slots)                   # (Q,), all >= 1; position p predicts p+1
     logits = scored_logits(policy, tokens, targets - 1)                     # (N, Q, W)
-    return targets, constrained_logprobs(logits, slots[:, targets], temperature,
-                                         guide_temperature)
+    return targets, constrained_logprobs(logits, slots[:, targets], temperature, guide_temperature)
 
 
 def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
                    guide_temperature: float | None = None) -> torch.Tensor:
-    """log pi(token) for every generated token, under the same constrained, tempered
-    distribution the rollout sampled from (guides at guide_temperature, if given); 0 at
-    context positions.
-
-    tokens, slots: (N, L). Returns (N, L), aligned with tokens."""
+    """log pi(token) of every generated token under the constrained, tempered distribution the
+    rollout sampled from: tokens, slots (N, L) -> (N, L), 0 at context positions."""
     targets, logp = slot_logprobs(policy, tokens, slots, temperature, guide_temperature)
     index = writable_index(tokens.device)[tokens[:, targets]]               # (N, Q); 0: context
     chosen = logp.gather(-1, index[..., None]).squeeze(-1)                   # (N, Q)
@@ -504,7 +486,8 @@ def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
 # --- Stage 0: the prior (stands in for the pretrained LLM; departure 1) ---
 
 PRIOR_SEED_BASE = 10**8  # demonstrations use their own task seeds ...
-EVAL_SEED_BASE = 10**9   # ... and the held-out tasks yet another range
+EVAL_SEED_BASE = 10**9   # ... and the held-out tasks yet another range,
+CALIBRATION_SEED_BASE = 2 * 10**9  # ... and --prior-guide-target's checks a third
 TRAIN_SEED_RANGE = PRIOR_SEED_BASE  # training tasks are drawn from [0, 10^8)
 
 
@@ -520,9 +503,8 @@ def observation_ids(observation: str) -> tuple:
 
 
 def encode_episode(steps, guided: bool):
-    """A demonstrator episode [(observation, guide, action), ...] as the token stream the
-    rollout writes: [<bos>, <mode>, obs_1, guide_1, action_1, obs_2, ...]; returns
-    (token ids, slots) as lists."""
+    """A demonstrator episode [(o_t, z_t, a_t), ...] as the rollout's stream [<bos>, <mode>, o_1,
+    z_1, a_1, o_2, ...]: (token ids, slots), lists."""
     tokens, slots = [BOS, GUIDED if guided else UNGUIDED], [SLOT_CONTEXT, SLOT_CONTEXT]
     for observation, guide, action in steps:
         words = observation_ids(observation)
@@ -542,16 +524,15 @@ def demonstration_corpus(cfg: Config):
     for i in tqdm(range(cfg.prior_episodes), desc="demonstrations", leave=False):
         steps, _ = toy_env.demonstrate(env, seed=PRIOR_SEED_BASE + cfg.seed * 10**6 + i,
                                        cue_noise=cfg.cue_noise, cue_misjudge=cfg.cue_misjudge)
-        for ids, kinds in (encode_episode(steps, guided=True), encode_episode(steps, False)):
+        for ids, kinds in (encode_episode(steps, guided=True), encode_episode(steps, guided=False)):
             tokens.append(ids + [PAD] * (length - len(ids)))  # PAD is SLOT_CONTEXT: 0
             slots.append(kinds + [SLOT_CONTEXT] * (length - len(kinds)))
     return torch.tensor(tokens), torch.tensor(slots)
 
 
 def clone_demonstrator(policy, tokens, slots, cfg: Config, device):
-    """Behaviour cloning: maximise log pi of the demonstrator's guides and actions only (never
-    its observations), cfg.prior_epochs passes with a cosine-decayed rate. Yields each
-    update's loss, so that the caller can show progress or stop early."""
+    """Behaviour cloning: maximise log pi of the demonstrator's guides and actions (never its
+    observations), cosine-decayed; yields each update's loss, so the caller can stop early."""
     generator = torch.Generator().manual_seed(cfg.seed)
     updates = cfg.prior_epochs * math.ceil(len(tokens) / cfg.prior_batch)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.prior_lr, weight_decay=0.0)
@@ -578,9 +559,8 @@ class Rollouts:
     slots: torch.Tensor          # (N, L) SLOT_GUIDE / SLOT_ACTION where the policy wrote
     logprobs: torch.Tensor       # (N, L) log-prob under the sampling distribution; 0 in context
     guides: torch.Tensor         # (N, T) index into GUIDES of the guide written; -1 if none
-    truths: torch.Tensor         # (N, T) index into GUIDES of the true progress of the move
-                                 #        a guide at step t judges (move t-1), recorded with or
-                                 #        without a guide slot; -1 at t = 0 or no step
+    truths: torch.Tensor         # (N, T) index into GUIDES of move t-1's true progress (what
+                                 #        z_t judges), guided or not; -1 at t = 0 or no step
     revisits: torch.Tensor       # (N, T) bool: that move went back onto a visited cell
     env_return: torch.Tensor     # (N,) R_env: 1.0 on success
     steps: torch.Tensor          # (N,) moves taken
@@ -591,10 +571,8 @@ def sample_slot(logits, slot: int, allowed, temperature: float, greedy: bool, ge
     """Constrained decoding: one word per row among the slot's words. logits (N, W) over
     WRITABLE_IDS. Returns the chosen writable indices and their log-probs, each (N,)."""
     logp = torch.log_softmax(logits.masked_fill(~allowed[slot], -math.inf) / temperature, -1)
-    if greedy:
-        choice = logp.argmax(-1)
-    else:
-        choice = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
+    choice = (logp.argmax(-1) if greedy
+              else torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1))
     return choice, logp.gather(-1, choice[:, None]).squeeze(-1)
 
 
@@ -608,17 +586,14 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
     device = next(policy.parameters()).device
     allowed = slot_vocab_mask(device)
     envs = [make_env(cfg) for _ in task_seeds]
-    observations, optimal = [], []
-    for env, seed in zip(envs, task_seeds):
-        observation, info = env.reset(seed=seed)
-        observations.append(observation)
-        optimal.append(info["optimal_steps"])
+    resets = [env.reset(seed=seed) for env, seed in zip(envs, task_seeds)]
+    observations, optimal = [o for o, _ in resets], [info["optimal_steps"] for _, info in resets]
     n, horizon = len(envs), cfg.max_steps
     writable = torch.tensor(WRITABLE_IDS, device=device)  # writable index -> token id
-    running = [True] * n  # per-episode bookkeeping stays in Python lists: the environments
-    active = torch.tensor(running, device=device)  # are Python, and element-wise tensor
-    env_return, steps, previous_truth = [0.0] * n, [0] * n, [-1] * n  # updates are slow
-    previous_revisit = [False] * n
+    # per-episode bookkeeping in Python lists: the environments are Python, tensor writes slow
+    running, env_return, steps = [True] * n, [0.0] * n, [0] * n
+    previous_truth, previous_revisit = [-1] * n, [False] * n
+    active = torch.tensor(running, device=device)
     guides = torch.full((n, horizon), -1, dtype=torch.long, device=device)
     truths = torch.full((n, horizon), -1, dtype=torch.long, device=device)
     revisits = torch.zeros((n, horizon), dtype=torch.bool, device=device)
@@ -669,14 +644,12 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
                     torch.tensor(optimal, device=device))
 
 
-# --- GRPO: one iteration's advantages (the pieces above, as --credit and --guide-advantage
-# combine them) ---
+# --- GRPO: one iteration's advantages (--credit and --guide-advantage combine the above) ---
 
 def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: int):
-    """Each generated token's advantage for one iteration's rollouts: internal rewards r_t,
-    R = R_env + lambda * internal return per group, and the advantages of --credit and
-    --guide-advantage. Returns (token advantages (N, L), composite returns (N,)). The random
-    control draws from a generator seeded by seed x 10^6 + iteration, its own each iteration."""
+    """r_t, R and the advantages of --credit and --guide-advantage for one iteration's rollouts:
+    (token advantages (N, L), composite returns (N,)). The random control draws from its own
+    generator each iteration, seeded by seed x 10^6 + iteration."""
     control = torch.Generator(device=batch.guides.device).manual_seed(cfg.seed * 10**6 + iteration)
     rewards = step_rewards(batch.guides, batch.truths, cfg.internal_reward, control)      # (N, T)
     if cfg.internal_return == "mean":
@@ -745,8 +718,8 @@ def episode_metrics(rollouts: Rollouts) -> dict:
                "steps": rollouts.steps.float().mean().item(),
                "steps_over_optimal": (rollouts.steps[success] / rollouts.optimal[success])
                .mean().item() if success.any() else None,  # None (JSON null): none succeeded
-               # looping (the paper's error analysis): moves back onto a visited cell, among
-               # the moves a next step judges (a truncated episode's last move is not counted)
+               # looping (the paper's error analysis): moves back onto a visited cell that a
+               # next step judges (a truncated episode's last move is not counted)
                "looping_episodes": rollouts.revisits.any(1).float().mean().item(),
                "revisits": rollouts.revisits.sum(1).float().mean().item()}
     written = rollouts.guides >= 0
@@ -773,8 +746,8 @@ def episode_metrics(rollouts: Rollouts) -> dict:
 
 
 def concat_rollouts(parts) -> Rollouts:
-    """Stack batches of rollouts; shorter token streams are right-padded with <pad> (id 0),
-    which is also SLOT_CONTEXT and log-prob 0, so the padding is never trained or scored."""
+    """Stack batches of rollouts, right-padding the token streams with 0: <pad>, SLOT_CONTEXT
+    and log-prob 0 alike, so the padding is never trained or scored."""
     width = max(p.tokens.shape[1] for p in parts)
     merged = {}
     for f in dataclasses.fields(Rollouts):
@@ -786,7 +759,7 @@ def concat_rollouts(parts) -> Rollouts:
 
 
 def evaluate(policy, cfg: Config, guided: bool, greedy=True, passes=1, batch_size=512) -> dict:
-    """Metrics on the fixed held-out tasks (never trained on), averaged over `passes`."""
+    """Metrics on the fixed held-out tasks (never trained on), pooled over `passes`."""
     seeds = [EVAL_SEED_BASE + i for i in range(cfg.eval_tasks)]
     generator = torch.Generator(device=next(policy.parameters()).device).manual_seed(cfg.seed)
     parts = [rollout(policy, seeds[i:i + batch_size], guided, cfg, generator, greedy=greedy)
@@ -830,9 +803,8 @@ def new_train_state(policy, cfg: Config) -> TrainState:
 
 
 def grpo_iteration(policy, reference, cfg: Config, state: TrainState) -> dict:
-    """One iteration: rollouts, composite returns, advantages, clipped updates; every
-    cfg.eval_every iterations (and at the last) a held-out evaluation, one line. Its record
-    goes to state.records and is returned."""
+    """One iteration: rollouts, returns, advantages, clipped updates, and every cfg.eval_every
+    (and at the last) a held-out evaluation. Its record goes to state.records and is returned."""
     iteration = state.iteration + 1
     trust = trust_at(cfg, iteration)
     # --- rollouts: G episodes of each sampled task, from the current policy ---
@@ -847,8 +819,8 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState) -> dict:
     if cfg.kl_guide > 0 or cfg.kl_action > 0:
         with torch.no_grad():
             reference_logprobs = token_logprobs(reference, batch.tokens, batch.slots,
-                                                cfg.temperature, cfg.guide_temperature)
-        kl_weights = torch.where(batch.slots == SLOT_GUIDE, cfg.kl_guide, cfg.kl_action)
+                                                cfg.temperature, cfg.guide_temperature)  # (N, L)
+        kl_weights = torch.where(batch.slots == SLOT_GUIDE, cfg.kl_guide, cfg.kl_action)  # (N, L)
     # --- policy update: several clipped minibatch passes ---
     update = grpo_update(policy, state.optimizer, batch, token_advantages, reference_logprobs,
                          kl_weights, cfg, state.shuffler)
@@ -899,21 +871,17 @@ def final_metrics(records: list, count: int) -> dict:
 
 # ==========================================================================================
 # The method ends here. Below: what one run needs around it (a faster training pass, the
-# settings' checks, the prior's cache, files that survive a kill, --show, main). The
+# settings' checks, the device, files that survive a kill, the prior's cache, --show, main). The
 # experiment harness that measures the method is experiments/; it imports this file.
 # ==========================================================================================
 
 # --- Speed-up: the training pass computes the last block only where it is scored ---
 
 def last_block_logits(policy, tokens, positions) -> torch.Tensor:
-    """scored_logits(policy, tokens, positions), at half the arithmetic: tokens (N, L),
-    positions (Q,) -> (N, Q, W). A run's training passes use it (below).
-
-    A training pass scores the guide and action tokens only, 40% of the stream. Every position
-    is still a key and a value for later ones, but the last block's queries, attention output,
-    MLP and the head matter only at the positions that predict a scored token, so they are
-    computed there alone: the same network and weights as GPT2LMHeadModel.forward (a test
-    checks the two agree, values and gradients)."""
+    """scored_logits (transformers' forward), with the last block's queries, attention output,
+    MLP and head computed only at the positions that predict a guide or an action (a third of
+    the stream with the cue); every position is still a key and a value. tokens (N, L),
+    positions (Q,) -> (N, Q, W); a test checks values and gradients against transformers'."""
     gpt, (n, length) = policy.transformer, tokens.shape
     hidden = gpt.wte(tokens) + gpt.wpe(torch.arange(length, device=tokens.device))  # (N, L, C)
     for block in gpt.h[:-1]:  # earlier blocks: every position is some later query's key
@@ -939,6 +907,11 @@ scored_logits_transformers, scored_logits = scored_logits, last_block_logits  # 
 
 
 # --- Settings: checked before any work; the command line generated from Config ---
+
+def flag(name: str) -> str:
+    """The command-line flag of a setting, without its dashes: group_size -> group-size."""
+    return name.replace("_", "-")
+
 
 PAPER_FAITHFUL = {"kl_guide": 0.0, "internal_return": "sum", "guide_advantage": "composite",
                   "credit": "trajectory", "token_mean": "all", "guide_temperature": 1.0}
@@ -986,26 +959,24 @@ def check_config(cfg: Config):
     if cfg.internal_reward == "random" and not cfg.guided:
         raise ValueError("--internal-reward random draws with the shares of the policy's "
                          "own guides, so it needs a guide slot (--variant sg_gr)")
+    first = PRIOR_SEED_BASE + cfg.seed * 10**6  # the demonstrations' first task seed
+    for mazes, base, count in [("held-out", EVAL_SEED_BASE, cfg.eval_tasks),
+                               ("calibration", CALIBRATION_SEED_BASE, 200)]:
+        if first < base + count and base < first + cfg.prior_episodes:
+            raise ValueError(f"--seed {cfg.seed} would clone its prior on the {mazes} mazes "
+                             f"(its demonstrations are tasks {first} on); choose another seed")
     make_env(cfg)  # the environment's own checks, with its own messages
     if cfg.paper_faithful:
         for name, value in PAPER_FAITHFUL.items():
             setattr(cfg, name, value)
 
 
-def flag(name: str) -> str:
-    """The command-line flag of a setting, without its dashes: group_size -> group-size."""
-    return name.replace("_", "-")
-
-
 def add_settings(parser, settings):
     """A --flag for every field of the dataclass `settings`, its help from the field."""
     for f in dataclasses.fields(settings):
-        if isinstance(f.default, bool):
-            parser.add_argument("--" + flag(f.name), action=argparse.BooleanOptionalAction,
-                                default=f.default, help=f.metadata["help"])
-        else:
-            parser.add_argument("--" + flag(f.name), type=type(f.default), default=f.default,
-                                choices=f.metadata["choices"], help=f.metadata["help"])
+        kind = ({"action": argparse.BooleanOptionalAction} if isinstance(f.default, bool)
+                else {"type": type(f.default), "choices": f.metadata["choices"]})
+        parser.add_argument("--" + flag(f.name), default=f.default, help=f.metadata["help"], **kind)
 
 
 def parse_config(argv=None) -> Config:
@@ -1021,11 +992,9 @@ def parse_config(argv=None) -> Config:
 # --- The run's environment: transformers' version, the device, the seeds ---
 
 def check_transformers(version: str):
-    """transformers before 5.24 names the KV cache past_key_values and silently ignores the
-    cache= keyword used here, so every rollout step would see only its new tokens (seen with
-    5.17: the guided prior succeeds on 0 of 500 mazes). Fail at once instead."""
-    major, minor = (int(part) for part in version.split(".")[:2])
-    if (major, minor) < (5, 24):
+    """transformers before 5.24 silently ignores the cache= keyword (past_key_values there), so
+    each rollout step would see only its new tokens (5.17: the prior solves 0 of 500 mazes)."""
+    if tuple(int(part) for part in version.split(".")[:2]) < (5, 24):
         raise SystemExit(f"error: selfguide.py needs transformers>=5.24 (found {version}); "
                          f"pip install -r requirements.txt")
 
@@ -1051,86 +1020,11 @@ def seed_everything(seed: int):
     torch.manual_seed(seed)
 
 
-# --- The prior's cache: one Stage 0 per setting, shared by every run ---
-
-CALIBRATION_SEED_BASE = 2 * 10**9  # the mazes of --prior-guide-target's checks: a range apart
-
-
-def calibration_accuracy(policy, cfg: Config) -> float:
-    """--prior-guide-target's check: the greedy guide's progress accuracy, on Stage 0's mazes."""
-    batch = rollout(policy, [CALIBRATION_SEED_BASE + i for i in range(200)], True, cfg,
-                    greedy=True)
-    return episode_metrics(batch)["guide_progress_accuracy"] or 0.0
-
-
-def train_prior(cfg: Config, device):
-    """Stage 0 from scratch: a new policy (seeded by cfg.seed) cloned on the demonstrations;
-    with --prior-guide-target, until the first check (every --prior-check updates) at which
-    calibration_accuracy reaches it (--prior-epochs is then the cap), so that every seed's
-    prior is equally mature. Returns the prior, in eval mode, and its cloning losses; its
-    config records the updates and the last check's accuracy (saved with it)."""
-    torch.manual_seed(cfg.seed)
-    policy = make_policy(cfg).to(device)
-    tokens, slots = demonstration_corpus(cfg)
-    losses, reached = [], None
-    with tqdm(total=cfg.prior_epochs * math.ceil(len(tokens) / cfg.prior_batch),
-              desc="Stage 0 cloning", leave=False) as bar:
-        for loss in clone_demonstrator(policy, tokens, slots, cfg, device):
-            losses.append(loss)
-            bar.update()
-            bar.set_postfix(loss=f"{loss:.3f}")
-            if cfg.prior_guide_target and len(losses) % cfg.prior_check == 0:
-                reached = calibration_accuracy(policy, cfg)
-                if reached >= cfg.prior_guide_target:
-                    break
-    policy.config.stage0 = {"updates": len(losses), "calibration_accuracy": reached}
-    return policy.eval(), losses
-
-
-def prior_key(cfg: Config) -> str:
-    """The settings a prior depends on; a change to any of them trains a new one."""
-    names = ["size", "wall_prob", "min_distance", "max_steps", "cue", "cue_noise", "n_layer",
-             "n_embd", "n_head", "prior_episodes", "prior_epochs", "prior_batch", "prior_lr",
-             "seed"]
-    # named only when set, so the priors cached before these settings existed keep their keys
-    names += [n for n in ("cue_misjudge", "dist") if getattr(cfg, n) not in ("none", False)]
-    names += ["prior_guide_target", "prior_check"] if cfg.prior_guide_target else []
-    text = json.dumps({"words": vocab_size(cfg), **{n: getattr(cfg, n) for n in names}},
-                      sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-def load_or_train_prior(cfg: Config, device):
-    """The Stage 0 prior for these settings (train_prior), from the cache if it is there. A
-    cache entry that cannot be loaded (a file cut short by a full disk, say) is named in one
-    line and cloned again; two processes cloning the same prior at once share one copy."""
-    folder = Path(cfg.prior_cache) / f"prior-{prior_key(cfg)}"
-    if folder.exists():
-        try:
-            return load_policy(folder, cfg, device)
-        except (Exception, SystemExit) as error:  # SystemExit: check_saved_policy's verdict
-            reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            tqdm.write(f"warning: the cached prior {folder} cannot be loaded ({reason}); "
-                       f"cloning it again", file=sys.stderr)
-            shutil.rmtree(folder, ignore_errors=True)
-    start = time.perf_counter()
-    policy, losses = train_prior(cfg, device)
-    reached = policy.config.stage0["calibration_accuracy"]
-    reached = "" if reached is None else f", calibration guide progress accuracy {reached:.3f}"
-    tqdm.write(f"Stage 0 prior: {cfg.prior_episodes} demonstrations, cloned (both formats) in "
-               f"{time.perf_counter() - start:.0f} s, {len(losses)} updates, final loss "
-               f"{losses[-1]:.3f}{reached} -> {folder}")
-    if not publish_policy(policy, folder):  # another process cloned the same prior first:
-        return load_policy(folder, cfg, device)  # use its copy, so every run shares one prior
-    return policy
-
-
 # --- files that survive a kill: the cache, the run folder, checkpoints ---
 
-# Files are never half-written: each is written under a temporary name beside its target and
-# renamed onto it (a rename within a folder is atomic), so a run killed while saving, or a
-# full disk, leaves the old file or the new one. Leftovers of killed writers are hidden
-# (".<name>.partial-<pid>") and removed once they are stale.
+# Files are never half-written: each is written beside its target and renamed onto it (atomic
+# within a folder), so a kill or a full disk leaves the old file or the new one. Leftovers of
+# killed writers (".<name>.partial-<pid>") are removed once stale.
 STALE_SECONDS = 600
 
 
@@ -1158,20 +1052,15 @@ def write_atomic(path, text: str):
         temporary.unlink(missing_ok=True)
 
 
-def save_pretrained_to(policy, folder: Path):
-    """Model and tokenizer in the ordinary transformers format (AutoModelForCausalLM loads it)."""
-    policy.save_pretrained(folder)
-    build_tokenizer().save_pretrained(folder)
-
-
 def save_policy(policy, folder):
     """Save into a run folder: the files are written beside it, then renamed in one by one,
     the weights last, so a kill at any moment leaves every file whole."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     temporary = partial_path(folder)
-    try:
-        save_pretrained_to(policy, temporary)
+    try:  # model and tokenizer, as AutoModelForCausalLM loads them
+        policy.save_pretrained(temporary)
+        build_tokenizer().save_pretrained(temporary)
         for file in sorted(temporary.iterdir(), key=lambda f: f.name == "model.safetensors"):
             os.replace(file, folder / file.name)
     finally:
@@ -1179,13 +1068,13 @@ def save_policy(policy, folder):
 
 
 def publish_policy(policy, folder) -> bool:
-    """Save a new cache entry whole or not at all: written beside `folder`, then renamed into
-    place. False if another process published the same entry first (a rename onto a folder
-    that holds files fails); ours is then dropped."""
+    """Save a new cache entry whole or not at all (written beside `folder`, renamed into place);
+    False, ours dropped, if another process published it first (the rename then fails)."""
     folder = Path(folder)
     temporary = partial_path(folder)
     try:
-        save_pretrained_to(policy, temporary)
+        policy.save_pretrained(temporary)
+        build_tokenizer().save_pretrained(temporary)
         os.rename(temporary, folder)
         return True
     except OSError:
@@ -1230,19 +1119,79 @@ def load_policy(folder, cfg: Config, device):
     return AutoModelForCausalLM.from_pretrained(Path(folder)).to(device).eval()
 
 
+# --- The prior's cache: one Stage 0 per setting, shared by every run ---
+
+
+
+def calibration_accuracy(policy, cfg: Config) -> float:
+    """--prior-guide-target's check: the greedy guide's progress accuracy on its 200 mazes."""
+    batch = rollout(policy, [CALIBRATION_SEED_BASE + i for i in range(200)], True, cfg,
+                    greedy=True)
+    return episode_metrics(batch)["guide_progress_accuracy"] or 0.0
+
+
+def train_prior(cfg: Config, device):
+    """Stage 0: a new policy (seeded by cfg.seed) cloned on the demonstrations, with
+    --prior-guide-target only until a check reaches it (--prior-epochs the cap), so every seed's
+    prior is equally mature. Returns (prior, losses); prior.config.stage0 notes how it ended."""
+    torch.manual_seed(cfg.seed)
+    policy = make_policy(cfg).to(device)
+    tokens, slots = demonstration_corpus(cfg)
+    losses, reached = [], None
+    with tqdm(total=cfg.prior_epochs * math.ceil(len(tokens) / cfg.prior_batch),
+              desc="Stage 0 cloning", leave=False) as bar:
+        for loss in clone_demonstrator(policy, tokens, slots, cfg, device):
+            losses.append(loss)
+            bar.update()
+            bar.set_postfix(loss=f"{loss:.3f}")
+            if cfg.prior_guide_target and len(losses) % cfg.prior_check == 0:
+                reached = calibration_accuracy(policy, cfg)
+                if reached >= cfg.prior_guide_target:
+                    break
+    policy.config.stage0 = {"updates": len(losses), "calibration_accuracy": reached}
+    return policy.eval(), losses
+
+
+def prior_key(cfg: Config) -> str:
+    """The settings a prior depends on; a change to any of them trains a new one."""
+    names = ["size", "wall_prob", "min_distance", "max_steps", "cue", "cue_noise", "n_layer",
+             "n_embd", "n_head", "prior_episodes", "prior_epochs", "prior_batch", "prior_lr",
+             "seed"]
+    # named only when set, so the priors cached before these settings existed keep their keys
+    names += [n for n in ("cue_misjudge", "dist") if getattr(cfg, n) not in ("none", False)]
+    names += ["prior_guide_target", "prior_check"] if cfg.prior_guide_target else []
+    text = json.dumps({"words": vocab_size(cfg), **{n: getattr(cfg, n) for n in names}},
+                      sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def load_or_train_prior(cfg: Config, device):
+    """The Stage 0 prior for these settings, from the cache if there; an entry that cannot be
+    loaded is named in one line and cloned again; two processes cloning it share one copy."""
+    folder = Path(cfg.prior_cache) / f"prior-{prior_key(cfg)}"
+    if folder.exists():
+        try:
+            return load_policy(folder, cfg, device)
+        except (Exception, SystemExit) as error:  # SystemExit: check_saved_policy's verdict
+            reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            tqdm.write(f"warning: the cached prior {folder} cannot be loaded ({reason}); "
+                       f"cloning it again", file=sys.stderr)
+            shutil.rmtree(folder, ignore_errors=True)
+    start = time.perf_counter()
+    policy, losses = train_prior(cfg, device)
+    reached = policy.config.stage0["calibration_accuracy"]
+    reached = "" if reached is None else f", calibration guide progress accuracy {reached:.3f}"
+    tqdm.write(f"Stage 0 prior: {cfg.prior_episodes} demonstrations, cloned (both formats) in "
+               f"{time.perf_counter() - start:.0f} s, {len(losses)} updates, final loss "
+               f"{losses[-1]:.3f}{reached} -> {folder}")
+    if not publish_policy(policy, folder):  # another process cloned the same prior first:
+        return load_policy(folder, cfg, device)  # use its copy, so every run shares one prior
+    return policy
+
+
 # --- watching an episode (--show) ---
 
 MOVE_TRUTH = {"positive": "closer", "neutral": "bumped", "negative": "farther"}  # by true polarity
-
-
-def show_episodes(policy, cfg: Config, count: int, guided: bool) -> str:
-    """The first `count` held-out episodes (greedy, as evaluated), step by step in plain text
-    that fits 80 columns: per step what the agent saw, the guide it wrote, what the move that
-    guide judges truly did and whether the guide was right, and the move it made; then the
-    maze with the path walked, and the outcome."""
-    seeds = [EVAL_SEED_BASE + i for i in range(count)]
-    batch = rollout(policy, seeds, guided, cfg, greedy=True)
-    return "\n\n".join(episode_text(batch, i, seed, cfg) for i, seed in enumerate(seeds))
 
 
 def episode_text(batch: Rollouts, i: int, seed: int, cfg: Config) -> str:
@@ -1255,13 +1204,10 @@ def episode_text(batch: Rollouts, i: int, seed: int, cfg: Config) -> str:
     seen, path, right, judged = [], [start], 0, 0
     for t, move in enumerate(moves):
         guide, truth = batch.guides[i, t].item(), batch.truths[i, t].item()
-        if truth < 0:
-            verdict = "(no move yet)"
-        else:
-            verdict = MOVE_TRUTH[GUIDES[truth]]
-            if guide >= 0:
-                right, judged = right + (guide == truth), judged + 1
-                verdict += ": right" if guide == truth else ": WRONG"
+        verdict = MOVE_TRUTH[GUIDES[truth]] if truth >= 0 else "(no move yet)"
+        if truth >= 0 and guide >= 0:
+            right, judged = right + (guide == truth), judged + 1
+            verdict += ": right" if guide == truth else ": WRONG"
         seen.append((t + 1, observation, GUIDES[guide] if guide >= 0 else "-", verdict, move))
         observation, _, _, _, info = env.step(move)
         path.append(info["position"])
@@ -1285,6 +1231,15 @@ def episode_text(batch: Rollouts, i: int, seed: int, cfg: Config) -> str:
     return "\n".join(lines + ["", outcome] + guide_line)
 
 
+def show_episodes(policy, cfg: Config, count: int, guided: bool) -> str:
+    """The first `count` held-out episodes (greedy, as evaluated) in 80 columns: per step the
+    observation, the guide, what the move it judges truly did (and whether the guide was
+    right), the action; then the maze with the path walked, and the outcome."""
+    seeds = [EVAL_SEED_BASE + i for i in range(count)]
+    batch = rollout(policy, seeds, guided, cfg, greedy=True)
+    return "\n\n".join(episode_text(batch, i, seed, cfg) for i, seed in enumerate(seeds))
+
+
 # --- one run: train or --eval-only, the summary table ---
 
 def summary_table(rows) -> str:
@@ -1297,6 +1252,10 @@ def summary_table(rows) -> str:
         lines.append(f"| {name} | {m['success']:.3f} | {m['steps']:.1f} | "
                      f"{number(m['steps_over_optimal'], 2)} | {guide} |")
     return "\n".join(lines)
+
+
+def run_folder(cfg: Config) -> Path:
+    return Path(cfg.out or f"runs/{cfg.variant}-seed{cfg.seed}")
 
 
 def writable_folder(path, option: str):
@@ -1315,8 +1274,7 @@ def writable_folder(path, option: str):
 
 
 def check_paths(cfg: Config):
-    """Every path this command will need, checked before any work (a prior clones in a
-    minute; a wrong path should fail in a second)."""
+    """Every path this command needs, checked before any work: a wrong one fails in a second."""
     if cfg.init_from:
         check_saved_policy(cfg.init_from, cfg)
     if not (cfg.eval_only and cfg.init_from):  # everything else needs the prior
@@ -1325,15 +1283,10 @@ def check_paths(cfg: Config):
         writable_folder(run_folder(cfg), "--out")
 
 
-def run_folder(cfg: Config) -> Path:
-    return Path(cfg.out or f"runs/{cfg.variant}-seed{cfg.seed}")
-
-
 def run_eval_only(cfg: Config, device):
-    """--eval-only: --init-from (or the prior) on the held-out tasks, greedy and sampled, with
-    and without the guide slot; --show first prints some of its episodes."""
-    policy = load_policy(cfg.init_from, cfg, device) if cfg.init_from \
-        else load_or_train_prior(cfg, device)
+    """--eval-only: --init-from (or the prior), greedy and sampled, with and without guides."""
+    policy = (load_policy(cfg.init_from, cfg, device) if cfg.init_from
+              else load_or_train_prior(cfg, device))
     if cfg.show:
         print(show_episodes(policy, cfg, cfg.show, cfg.guided) + "\n")
     rows = [(f"{slot} guide slot, {how}", evaluate(policy, cfg, guided, greedy, passes))
@@ -1381,8 +1334,7 @@ def run_training(cfg: Config, device):
 
 
 def stop_like_ctrl_c(signum, frame):
-    """SIGTERM (a killed job, a shutdown) stops a run the way Ctrl-C does: what is trained is
-    saved, then the run exits."""
+    """SIGTERM (a killed job, a shutdown) stops a run as Ctrl-C does: what is trained is saved."""
     raise KeyboardInterrupt
 
 

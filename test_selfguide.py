@@ -1769,6 +1769,19 @@ def test_unavailable_device_is_a_clear_error():
 
 # --- selfguide: errors before any work ---
 
+def test_a_seed_whose_demonstrations_are_held_out_mazes_is_refused_in_one_line(capsys):
+    """Demonstrations are tasks 10^8 + seed x 10^6 + i: seed 900's reach the held-out mazes
+    (10^9 on) and seed 1900's the calibration mazes; their neighbours clone elsewhere."""
+    for seed, mazes in ((900, "held-out"), (1900, "calibration")):
+        with pytest.raises(SystemExit):
+            sg.parse_config(["--seed", str(seed)])
+        assert f"--seed {seed} would clone its prior on the {mazes} mazes" in \
+            capsys.readouterr().err
+    assert sg.parse_config(["--seed", "901"]).seed == 901
+    demonstrations = sg.PRIOR_SEED_BASE + 899 * 10**6 + sg.Config().prior_episodes
+    assert demonstrations <= sg.EVAL_SEED_BASE and sg.parse_config(["--seed", "899"]).seed == 899
+
+
 def test_transformers_too_old_to_take_cache_fails_before_any_work(monkeypatch, tmp_path):
     """Before 5.24 transformers silently ignores cache= (the rollout would lose its context)."""
     for fine in ["5.24.0", "5.30.1", "6.0.0.dev0"]:
