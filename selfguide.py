@@ -129,6 +129,10 @@ class Config:
     advantage: str = setting("grpo", "grpo: (R - mean) / std; drgrpo: R - mean (Dr. GRPO)",
                              ["grpo", "drgrpo"])
     paper_faithful: bool = setting(False, "the paper as written: departures 2, 5 and 7 taken back")
+    house: bool = setting(False, "one maze for every task, the agent's house (drawn from --seed); "
+                                 "tasks differ in their start")
+    stale_door: bool = setting(False, "the demonstrator plans and judges on a stale map: the "
+                                      "door that would shorten paths most, since bricked up")
 
     # --- bookkeeping ---
     prior_cache: str = setting("runs/priors", "folder of the cached priors, keyed by settings")
@@ -493,7 +497,8 @@ TRAIN_SEED_RANGE = PRIOR_SEED_BASE  # training tasks are drawn from [0, 10^8)
 
 def make_env(cfg: Config) -> GridWorld:
     return GridWorld(cfg.size, cfg.wall_prob, cfg.min_distance, cfg.max_steps, cue=cfg.cue,
-                     dist=cfg.dist)
+                     dist=cfg.dist, house=cfg.seed if cfg.house else None,
+                     stale_door=cfg.stale_door)
 
 
 @lru_cache(maxsize=2**16)
@@ -565,6 +570,7 @@ class Rollouts:
     env_return: torch.Tensor     # (N,) R_env: 1.0 on success
     steps: torch.Tensor          # (N,) moves taken
     optimal: torch.Tensor        # (N,) shortest path at the start
+    stale: torch.Tensor | None = None  # (N, T) bool: the stale map misjudges that move
 
 
 def sample_slot(logits, slot: int, allowed, temperature: float, greedy: bool, generator):
@@ -592,11 +598,12 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
     writable = torch.tensor(WRITABLE_IDS, device=device)  # writable index -> token id
     # per-episode bookkeeping in Python lists: the environments are Python, tensor writes slow
     running, env_return, steps = [True] * n, [0.0] * n, [0] * n
-    previous_truth, previous_revisit = [-1] * n, [False] * n
+    previous_truth, previous_revisit, previous_stale = [-1] * n, [False] * n, [False] * n
     active = torch.tensor(running, device=device)
     guides = torch.full((n, horizon), -1, dtype=torch.long, device=device)
     truths = torch.full((n, horizon), -1, dtype=torch.long, device=device)
     revisits = torch.zeros((n, horizon), dtype=torch.bool, device=device)
+    stale = torch.zeros((n, horizon), dtype=torch.bool, device=device)
     blocks = []  # (tokens, slots, logprobs), each (n, k), in stream order
     cache = DynamicCache(config=policy.config)
 
@@ -614,6 +621,7 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
         pending = torch.cat([pending, seen], 1)
         truths[:, t] = torch.where(active, torch.tensor(previous_truth, device=device), -1)
         revisits[:, t] = active & torch.tensor(previous_revisit, device=device)
+        stale[:, t] = active & torch.tensor(previous_stale, device=device)
         if guided:  # z_t ~ pi(. | h_{t-1}, o_t): judge before acting
             guide, logp = sample_slot(writable_logits(policy, pending, cache)[:, -1], SLOT_GUIDE,
                                       allowed, cfg.guide_temperature, greedy, generator)
@@ -631,7 +639,7 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
         for i in [i for i in range(n) if running[i]]:
             observations[i], reward, terminated, truncated, info = envs[i].step(WORDS[moves[i]])
             previous_truth[i] = GUIDES.index(toy_env.true_polarity(info["progress"]))
-            previous_revisit[i] = info["revisited"]
+            previous_revisit[i], previous_stale[i] = info["revisited"], info["stale"]
             env_return[i] += reward
             steps[i] += 1
             running[i] = not (terminated or truncated)
@@ -641,7 +649,7 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
     tokens, slots, logprobs = (torch.cat(parts, 1) for parts in zip(*blocks))
     return Rollouts(tokens, slots, logprobs, guides, truths, revisits,
                     torch.tensor(env_return, device=device), torch.tensor(steps, device=device),
-                    torch.tensor(optimal, device=device))
+                    torch.tensor(optimal, device=device), stale)
 
 
 # --- GRPO: one iteration's advantages (--credit and --guide-advantage combine the above) ---
@@ -742,6 +750,8 @@ def episode_metrics(rollouts: Rollouts) -> dict:
     for name, kind in [("revisit", revisit), ("other", ~revisit)]:
         metrics[f"guide_accuracy_{name}"] = (correct[kind].float().mean().item()
                                              if kind.any() else None)
+    if rollouts.stale is not None and rollouts.stale[judged].any():  # where the stale map errs
+        metrics["guide_accuracy_stale"] = correct[rollouts.stale[judged]].float().mean().item()
     return metrics
 
 
@@ -752,6 +762,9 @@ def concat_rollouts(parts) -> Rollouts:
     merged = {}
     for f in dataclasses.fields(Rollouts):
         tensors = [getattr(p, f.name) for p in parts]
+        if tensors[0] is None:  # a batch made without the stale map's record
+            merged[f.name] = None
+            continue
         if f.name in ("tokens", "slots", "logprobs"):
             tensors = [F.pad(t, (0, width - t.shape[1])) for t in tensors]
         merged[f.name] = torch.cat(tensors)
@@ -942,6 +955,9 @@ def check_config(cfg: Config):
     if cfg.cue_misjudge != "none" and not (cfg.cue or cfg.dist):
         raise ValueError("--cue-misjudge changes the demonstrator reading the cue or the "
                          "distance: add --cue or --dist")
+    if cfg.stale_door and (cfg.cue or cfg.dist):
+        raise ValueError("--stale-door's demonstrator judges by its stale map, not by a cue or "
+                         "a distance: add --no-cue")
     if cfg.cue and cfg.dist:
         raise ValueError("--dist shows the distance in place of the cue (on by default): "
                          "add --no-cue")
@@ -1158,7 +1174,8 @@ def prior_key(cfg: Config) -> str:
              "n_embd", "n_head", "prior_episodes", "prior_epochs", "prior_batch", "prior_lr",
              "seed"]
     # named only when set, so the priors cached before these settings existed keep their keys
-    names += [n for n in ("cue_misjudge", "dist") if getattr(cfg, n) not in ("none", False)]
+    names += [n for n in ("cue_misjudge", "dist", "house", "stale_door")
+              if getattr(cfg, n) not in ("none", False)]
     names += ["prior_guide_target", "prior_check"] if cfg.prior_guide_target else []
     text = json.dumps({"words": vocab_size(cfg), **{n: getattr(cfg, n) for n in names}},
                       sort_keys=True)

@@ -264,6 +264,77 @@ def test_layouts_keep_two_cell_mazes_redraw_too_walled_ones_and_start_at_the_min
     assert min(env.reset(seed=seed)[1]["optimal_steps"] for seed in range(50)) == 4
 
 
+# --- toy_env: the house and its stale map ---
+
+def test_the_bricked_door_is_the_wall_whose_opening_shortens_paths_most():
+    """Checked against an independent BFS over the rendered map, every wall opened in turn."""
+    env = GridWorld(size=12, min_distance=8, max_steps=26, house=3, stale_door=True)
+    env.reset(seed=0)
+    grid = [list(row) for row in env.render().replace("A", ".").splitlines()]
+    base = bfs_over_render("\n".join("".join(row) for row in grid))
+    gains = {}
+    for r, c in [(r, c) for r in range(12) for c in range(12) if grid[r][c] == "#"]:
+        grid[r][c] = "."
+        opened = bfs_over_render("\n".join("".join(row) for row in grid))
+        grid[r][c] = "#"
+        gains[(r, c)] = sum(d - opened[cell] for cell, d in base.items())
+    door, shortcut = toy_env.bricked_door(env._open, env._goal, env._distance, 12)
+    assert gains[door] == max(gains.values()) and shortcut == gains[door] / len(base)
+    assert shortcut >= toy_env.SHORTCUT
+    grid[door[0]][door[1]] = "."
+    believed = bfs_over_render("\n".join("".join(row) for row in grid))
+    assert all(env.believed[cell] == believed[cell] for cell in base)
+
+
+def test_a_house_is_one_maze_whose_tasks_start_on_training_or_held_out_cells():
+    env = GridWorld(size=12, min_distance=8, max_steps=26, house=3)
+    training, held_out = toy_env.house_starts(12, 0.3, 8, 3, GridWorld.MAX_TRIES)
+    assert training and held_out and not set(training) & set(held_out)
+    maps, starts = set(), {True: set(), False: set()}
+    for seed in list(range(200)) + [toy_env.HELD_OUT_TASKS + i for i in range(200)]:
+        _, info = env.reset(seed=seed)
+        maps.add((env.render().replace("A", "."), info["goal"]))
+        starts[seed >= toy_env.HELD_OUT_TASKS].add(info["position"])
+        assert info["optimal_steps"] >= 8
+    assert len(maps) == 1  # one house, one goal
+    assert starts[False] == set(training) and starts[True] == set(held_out)
+    assert env.reset(seed=5)[0] == env.reset(seed=5)[0]
+    assert {GridWorld(size=12, min_distance=8, house=h).reset(seed=0)[0] for h in range(4)} \
+        .__len__() == 4  # another house, another maze
+
+
+def test_the_stale_flag_is_where_the_believed_and_the_true_progress_differ():
+    """Replayed with the stale map's distances by hand (bricked_door's cell opened); the
+    demonstrator's guide, the sign of the believed change, is wrong exactly there."""
+    env = GridWorld(size=12, min_distance=8, max_steps=26, house=3, stale_door=True)
+    flagged = 0
+    for seed in range(40):
+        steps, infos = toy_env.demonstrate(env, seed=seed)
+        previous = env.reset(seed=seed)[1]["position"]
+        for (_, guide, _), info in zip(steps[1:], infos):
+            believed = env.believed[previous] - env.believed[info["position"]]
+            assert guide == toy_env.true_polarity(believed)  # the stale map's judgement
+            assert info["stale"] == (believed != info["progress"])
+            assert (guide == toy_env.true_polarity(info["progress"])) == (not info["stale"])
+            flagged += info["stale"]
+            previous = info["position"]
+    assert flagged > 40  # the demonstrator walks where its map is wrong, often
+    plain = GridWorld(size=12, min_distance=8, max_steps=26, house=3)
+    assert not any(info["stale"] for info in toy_env.demonstrate(plain, seed=1)[1])
+
+
+def test_a_stale_door_without_a_house_gives_every_task_its_own_maze_and_door():
+    env = GridWorld(size=12, min_distance=8, max_steps=26, stale_door=True)
+    doors = set()
+    for seed in range(6):
+        env.reset(seed=seed)
+        door, shortcut = toy_env.bricked_door(env._open, env._goal, env._distance, 12)
+        assert shortcut >= toy_env.SHORTCUT and env.believed == toy_env.bfs_distances(
+            env._open | {door}, env._goal)
+        doors.add((door, env.render()))
+    assert len(doors) == 6
+
+
 # --- toy_env: the demonstrator ---
 
 def test_demonstrator_guide_uses_only_what_it_can_see():
@@ -1491,6 +1562,33 @@ def test_evaluation_of_a_scripted_policy_matches_a_hand_replay():
     assert metrics["guide_balanced_accuracy"] == pytest.approx(1 / len(set(truths)))
 
 
+def test_the_rollout_records_where_the_stale_map_errs_and_scores_the_guide_there():
+    """In a house with a stale door: the rollout's stale record is the environment's own,
+    replayed move by move; guide_accuracy_stale is the guides' accuracy on those moves."""
+    cfg = tiny_config(size=12, min_distance=8, max_steps=26, house=True, stale_door=True,
+                      seed=3)
+    batch = sg.rollout(tiny_policy(size=12, min_distance=8, max_steps=26), list(range(12)),
+                       True, cfg, torch.Generator().manual_seed(0))
+    right = judged = 0
+    for i in range(12):
+        moves = [sg.WORDS[t] for t, s in zip(batch.tokens[i].tolist(), batch.slots[i].tolist())
+                 if s == sg.SLOT_ACTION]
+        env = sg.make_env(cfg)
+        env.reset(seed=i)
+        stale = [False] + [env.step(move)[4]["stale"] for move in moves][:-1]
+        steps = batch.steps[i].item()
+        assert batch.stale[i, :steps].tolist() == stale and not batch.stale[i, steps:].any()
+        for t in range(1, steps):
+            if stale[t]:
+                right += batch.guides[i, t].item() == batch.truths[i, t].item()
+                judged += 1
+    assert judged > 0
+    assert sg.episode_metrics(batch)["guide_accuracy_stale"] == pytest.approx(right / judged)
+    plain = sg.rollout(tiny_policy(), list(range(4)), True, tiny_config(),
+                       torch.Generator().manual_seed(0))
+    assert not plain.stale.any() and "guide_accuracy_stale" not in sg.episode_metrics(plain)
+
+
 def test_episode_metrics_on_hand_built_rollouts():
     long = torch.zeros(2, 1, dtype=torch.long)
     rollouts = sg.Rollouts(
@@ -1768,6 +1866,16 @@ def test_unavailable_device_is_a_clear_error():
 
 
 # --- selfguide: errors before any work ---
+
+def test_a_stale_door_needs_no_cue_and_a_house_is_in_the_priors_key(capsys):
+    with pytest.raises(SystemExit):
+        sg.parse_config(["--stale-door"])  # the cue is on by default
+    assert "--stale-door's demonstrator judges by its stale map" in capsys.readouterr().err
+    keys = {sg.prior_key(sg.parse_config(argv)) for argv in (
+        ["--no-cue"], ["--no-cue", "--house"], ["--no-cue", "--stale-door"],
+        ["--no-cue", "--house", "--stale-door"])}
+    assert len(keys) == 4
+
 
 def test_a_seed_whose_demonstrations_are_held_out_mazes_is_refused_in_one_line(capsys):
     """Demonstrations are tasks 10^8 + seed x 10^6 + i: seed 900's reach the held-out mazes

@@ -149,19 +149,77 @@ def seeded_layout(size: int, wall_prob: float, min_distance: int, seed: int, max
     return generate_layout(size, wall_prob, min_distance, rng, max_tries), rng.getstate()
 
 
+def bricked_door(open_cells, goal: tuple, distance: dict, size: int):
+    """(the wall whose opening would shorten the paths to the goal most, summed over the open
+    cells, and how many steps it shortens them by on average): the door a stale map remembers
+    open. (None, 0.0) if no wall between two open cells shortens any path."""
+    best, best_gain = None, 0
+    for r in range(size):
+        for c in range(size):
+            if (r, c) in open_cells:
+                continue
+            around = [n for n in ((r - 1, c), (r, c + 1), (r + 1, c), (r, c - 1)) if n in distance]
+            if len(around) < 2:
+                continue
+            opened = bfs_distances(open_cells | {(r, c)}, goal)
+            gain = sum(d - opened[cell] for cell, d in distance.items())
+            if gain > best_gain:
+                best, best_gain = (r, c), gain
+    return best, best_gain / len(distance)
+
+
+HELD_OUT_TASKS = 10**9
+"""In a house, the tasks from this seed on start on its held-out cells, the others on its
+training cells (selfguide.py's held-out tasks are the seeds from 10^9 on)."""
+SHORTCUT = 1.0
+"""With a stale door, a maze is drawn again until its bricked door shortens the paths to the
+goal by at least this many steps on average: the stale map is wrong where the agent walks."""
+
+
+@functools.lru_cache(maxsize=4096)
+def seeded_stale_layout(size: int, wall_prob: float, min_distance: int, seed, max_tries: int):
+    """(layout, door, believed distances, RNG state) of the first maze random.Random(seed)
+    draws whose bricked door shortens paths by SHORTCUT steps on average; the believed
+    distances are the maze's with the door open (the stale map's)."""
+    rng = random.Random(seed)
+    for _ in range(max_tries):
+        layout = generate_layout(size, wall_prob, min_distance, rng, max_tries)
+        door, shortcut = bricked_door(layout[0], layout[2], layout[3], size)
+        if shortcut >= SHORTCUT:
+            return layout, door, bfs_distances(layout[0] | {door}, layout[2]), rng.getstate()
+    raise RuntimeError(f"no {size}x{size} maze had a door shortening its paths by {SHORTCUT} "
+                       f"steps in {max_tries} tries")
+
+
+@functools.lru_cache(maxsize=64)
+def house_starts(size: int, wall_prob: float, min_distance: int, house: int, max_tries: int):
+    """The cells a task may start on in house `house` (at least min_distance from its goal),
+    split into (training cells, held-out cells): a fixed shuffle of them, every other held out."""
+    layout = seeded_stale_layout(size, wall_prob, min_distance, f"house-{house}", max_tries)[0]
+    starts = sorted(cell for cell, d in layout[3].items() if d >= min_distance)
+    random.Random(f"house-{house}-starts").shuffle(starts)
+    return sorted(starts[1::2]), sorted(starts[::2])
+
+
 class GridWorld:
     """A random maze with a start at least `min_distance` BFS steps from the goal.
 
     Each `reset(seed=k)` draws the same layout for the same k, so a GRPO group of G rollouts
     of "task k" shares one maze. Reward is 1.0 on reaching the goal (terminated), else 0;
     the episode is truncated after `max_steps` moves.
+
+    With `house=h`, every task is the one maze of house h, with its one goal: a task draws only
+    its start, among the house's training cells (or, from seed HELD_OUT_TASKS on, its held-out
+    cells). With `stale_door`, the maze has a door since bricked up that a stale map still
+    shows open (bricked_door): `info["stale"]` says whether that map misjudges the move, and
+    the demonstrator plans and judges on it.
     """
 
     MAX_TRIES = 2000  # layouts drawn per reset before giving up with a clear error
 
     def __init__(self, size: int = 9, wall_prob: float = 0.3, min_distance: int = 12,
                  max_steps: int = 24, seed: int | None = None, cue: bool = False,
-                 dist: bool = False):
+                 dist: bool = False, house: int | None = None, stale_door: bool = False):
         if not isinstance(size, int) or not 2 <= size <= MAX_SIZE:
             raise ValueError(f"size must be an integer in [2, {MAX_SIZE}], got {size!r}")
         if not 0.0 <= wall_prob < 1.0:
@@ -178,7 +236,7 @@ class GridWorld:
             raise ValueError("show the hot/cold cue or the distance (dist:K), not both")
         self.size, self.wall_prob = size, wall_prob
         self.min_distance, self.max_steps, self.cue = min_distance, max_steps, cue
-        self.dist = dist
+        self.dist, self.house, self.stale_door = dist, house, stale_door
         self._rng = random.Random(seed)
         self._done = True
         self._position = None
@@ -188,18 +246,35 @@ class GridWorld:
         if options:
             raise ValueError(f"GridWorld.reset takes no options, got {sorted(options)}")
         settings = (self.size, self.wall_prob, self.min_distance)
-        if seed is None:  # continue this environment's own RNG
+        self._believed = None
+        if self.house is not None:  # the house's maze; the task draws its start
+            layout, _, self._believed, _ = seeded_stale_layout(
+                *settings, f"house-{self.house}", self.MAX_TRIES)
+            training, held_out = house_starts(*settings, self.house, self.MAX_TRIES)
+            if seed is not None:
+                self._rng.seed(seed)
+            starts = held_out if seed is not None and seed >= HELD_OUT_TASKS else training
+            layout = (layout[0], self._rng.choice(starts), *layout[2:])
+        elif self.stale_door:  # a maze of its own per task, and its stale map
+            if seed is None:
+                seed = self._rng.getrandbits(64)
+            layout, _, self._believed, state = seeded_stale_layout(*settings, seed,
+                                                                   self.MAX_TRIES)
+            self._rng.setstate(state)
+        elif seed is None:  # continue this environment's own RNG
             layout = generate_layout(*settings, self._rng, self.MAX_TRIES)
         else:  # the same layout and RNG state as drawing it from random.Random(seed)
             layout, state = seeded_layout(*settings, seed, self.MAX_TRIES)
             self._rng.setstate(state)
+        if not self.stale_door:
+            self._believed = None  # a house without the stale map is just the house
         self._open, self._position, self._goal, self._distance, self._walls = layout
         self._optimal_steps = self._distance[self._position]
         self._visited = {self._position}
         self._cue = "start"
         self._steps = 0
         self._done = False
-        info = self._info(progress=0, bumped=False, revisited=False)
+        info = self._info(progress=0, bumped=False, revisited=False, stale=False)
         return self._observe(), info
 
     def step(self, action: str | None):
@@ -218,13 +293,26 @@ class GridWorld:
         revisited = not bumped and target in self._visited
         self._visited.add(self._position)
         progress = before - self._distance[self._position]
+        stale = self._believed is not None and progress != self.believed_progress(
+            self._position if bumped else (self._position[0] - dr, self._position[1] - dc))
         self._cue = CUE_OF_PROGRESS[progress]
         self._steps += 1
         terminated = self._position == self._goal
         truncated = not terminated and self._steps >= self.max_steps
         self._done = terminated or truncated
-        info = self._info(progress=progress, bumped=bumped, revisited=revisited)
+        info = self._info(progress=progress, bumped=bumped, revisited=revisited, stale=stale)
         return self._observe(), float(terminated), terminated, truncated, info
+
+    @property
+    def believed(self) -> dict:
+        """The stale map's distance to the goal of every cell it can reach (stale_door)."""
+        return self._believed
+
+    def believed_progress(self, previous: tuple) -> int:
+        """How much closer the stale map believes the move from `previous` to the agent's cell
+        brought it (+1, 0 or -1): the sign of the change in believed distance."""
+        before, after = self._believed[previous], self._believed[self._position]
+        return (before > after) - (before < after)
 
     def _observe(self) -> str:
         words = [_cell_word("at", *self._position), _cell_word("goal", *self._goal),
@@ -235,10 +323,10 @@ class GridWorld:
             words.append(f"dist:{self._distance[self._position]}")
         return " ".join(words)
 
-    def _info(self, progress: int, bumped: bool, revisited: bool) -> dict:
+    def _info(self, progress: int, bumped: bool, revisited: bool, stale: bool) -> dict:
         return {"distance": self._distance[self._position],
                 "optimal_steps": self._optimal_steps,
-                "progress": progress, "bumped": bumped, "revisited": revisited,
+                "progress": progress, "bumped": bumped, "revisited": revisited, "stale": stale,
                 "success": self._position == self._goal, "steps": self._steps,
                 "position": self._position, "goal": self._goal}
 
@@ -325,13 +413,14 @@ OPPOSITE = {"north": "south", "south": "north", "east": "west", "west": "east"}
 
 
 def demonstrator_action(guide, position, goal, blocked, last_action, visited, rng,
-                        epsilon: float, backtrack: bool = False) -> str:
+                        epsilon: float, backtrack: bool = False, believed=None) -> str:
     """The next move, reacting to the demonstrator's own guide.
 
     Without the cue (backtrack False): positive keeps going the same way if that way is open
     and new (momentum). With the cue (backtrack True): negative steps back the way it came.
-    Otherwise: prefer open, unvisited neighbours, closest to the goal by Manhattan distance
-    first. With probability `epsilon`, a random move."""
+    Otherwise: prefer open, unvisited neighbours, closest to the goal first: by Manhattan
+    distance, or by the `believed` distances of a stale map. With probability `epsilon`, a
+    random move."""
     if rng.random() < epsilon:
         return rng.choice(ACTIONS)
     if backtrack and guide == "negative" and last_action is not None:
@@ -346,10 +435,12 @@ def demonstrator_action(guide, position, goal, blocked, last_action, visited, rn
     if not fresh:
         return rng.choice(open_moves) if open_moves else rng.choice(ACTIONS)
 
-    def manhattan(a):  # the neighbour's distance to the goal, walls ignored
+    def distance(a):  # the neighbour's distance to the goal: walls ignored, or as believed
+        if believed is not None:
+            return believed[neighbour[a]]
         return abs(neighbour[a][0] - goal[0]) + abs(neighbour[a][1] - goal[1])
-    best = min(manhattan(a) for a in fresh)
-    return rng.choice([a for a in fresh if manhattan(a) == best])
+    best = min(distance(a) for a in fresh)
+    return rng.choice([a for a in fresh if distance(a) == best])
 
 
 def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15,
@@ -357,7 +448,9 @@ def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15,
     """Play one episode of task `seed` with the demonstrator (the cue-reading one if the
     environment shows the cue, misjudging a share `cue_noise` of its moves and every move of
     the kind `cue_misjudge`; with dist:K it compares K with the last step's, which tells it
-    what the cue would, and reads that the same way).
+    what the cue would, and reads that the same way; with a stale door it judges each move by
+    the stale map's distances, steps back when they say it led away, and heads for the cell
+    the stale map puts closest, so it is wrong exactly where that map is).
 
     Returns (steps, infos): steps is a list of (observation, guide, action), where the guide
     judges the step that led to the observation (the first guide has nothing to judge and is
@@ -373,13 +466,16 @@ def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15,
             cue = ("start" if last_distance is None
                    else CUE_OF_PROGRESS[(last_distance > shown) - (last_distance < shown)])
             last_distance = shown
-        if env.cue or env.dist:
+        if env.stale_door:  # the sign of the believed distance's change
+            guide = true_polarity(env.believed_progress(previous))
+        elif env.cue or env.dist:
             guide = cue_guide(cue, rng, cue_noise, position in visited, cue_misjudge)
         else:
             guide = demonstrator_guide(position, previous, visited, goal)
         visited.add(position)
-        action = demonstrator_action(guide, position, goal, blocked, last_action, visited,
-                                     rng, epsilon, backtrack=env.cue or env.dist)
+        action = demonstrator_action(guide, position, goal, blocked, last_action, visited, rng,
+                                     epsilon, backtrack=env.cue or env.dist or env.stale_door,
+                                     believed=env.believed if env.stale_door else None)
         steps.append((observation, guide, action))
         observation, _, terminated, truncated, info = env.step(action)
         infos.append(info)

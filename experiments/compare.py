@@ -64,8 +64,9 @@ class Experiment(Seeds):
                                  "credit: where can a dense reward pay?), slot (what the guide "
                                  "slot costs GRPO, and why) or sampling (the core rows, and the "
                                  "guided ones with guides sampled in training at the other "
-                                 "temperature, 0.1 or 1)",
-                        ["paper", "core", "oracle", "slot", "sampling"])
+                                 "temperature, 0.1 or 1) or house (the paper's rows, guides "
+                                 "trained by the KL alone, guides at temperature 1)",
+                        ["paper", "core", "oracle", "slot", "sampling", "house"])
     controls: bool = setting(False, "add the control rows (oracle and random reward)")
     guards: bool = setting(False, "add the guard ablation rows")
     quick: bool = setting(False, "a smaller preset for a laptop demo: see QUICK")
@@ -154,6 +155,12 @@ def sampling_rows(guide_temperature: float) -> list:
                        for row, variant in [("GRPO w/ SG", "sg"), ("GRPO w/ SG & GR", "sg_gr")]]
 
 
+HOUSE_ROWS = ROWS + [  # --rows house: does the guide co-evolve where it has a reason to?
+    ("GRPO w/ SG & GR, guides trained by the KL alone",
+     {"variant": "sg_gr", "guide_advantage": "none"}),
+    ("GRPO w/ SG, guides at temperature 1", {"variant": "sg", "guide_temperature": 1.0}),
+    ("GRPO w/ SG & GR, guides at temperature 1", {"variant": "sg_gr", "guide_temperature": 1.0}),
+]
 GUARD_ROWS = [  # --guards: which guard the full method needs, starting from the paper as written
     ("GRPO w/ SG & GR, paper-faithful", {"variant": "sg_gr", **sg.PAPER_FAITHFUL}),
     ("  + guide KL only", {"variant": "sg_gr", **sg.PAPER_FAITHFUL, "kl_guide": 0.1}),
@@ -171,7 +178,7 @@ GUARD_ROWS = [  # --guards: which guard the full method needs, starting from the
 def compare_rows(cfg: sg.Config, exp: Experiment) -> list:
     """The rows a comparison trains, in table order, each once."""
     rows = {"paper": ROWS, "core": ROWS[:3], "oracle": ORACLE_ROWS, "slot": SLOT_ROWS,
-            "sampling": sampling_rows(cfg.guide_temperature)}[exp.rows] \
+            "sampling": sampling_rows(cfg.guide_temperature), "house": HOUSE_ROWS}[exp.rows] \
         + (CONTROL_ROWS if exp.controls else []) + (GUARD_ROWS if exp.guards else [])
     return list(dict(rows).items())
 
@@ -406,13 +413,16 @@ def co_evolution(per_seed: list[dict]) -> list[str]:
                      f"{mean_and_spread(correlations)[0]:+.2f} (mean over seeds)" +
                      ("" if PROGRESS not in per_seed[0][row]["final"] else
                       f"; progress accuracy {progress[0]:.3f} -> {progress[1]:.3f}"))
-        probed = [s[r]["final"].get("probe_" + PROGRESS) for s in per_seed
-                  for r in ("ReAct w/ SG", row)]
-        if None not in probed:  # the fixed probe (probe.py): the same moves judged before and after
-            before, after = probed[0::2], probed[1::2]
-            lines[-1] += (f"; on the fixed probe {mean_and_spread(before)[0]:.3f} -> "
-                          f"{mean_and_spread(after)[0]:.3f}, "
-                          f"{interval_text([a - b for a, b in zip(after, before)])}")
+        for key, where in [(PROGRESS, ""), ("guide_accuracy_stale", "; where the stale map errs")]:
+            for prefix, judged in [("", "its own rollouts"), ("probe_", "the fixed probe")]:
+                pair = [[s[r]["final"].get(prefix + key) for s in per_seed]
+                        for r in ("ReAct w/ SG", row)]
+                if key == PROGRESS and not prefix or None in pair[0] + pair[1]:
+                    continue  # the own-rollout progress accuracy is above; or not recorded
+                lines[-1] += (f"{where}, on {judged} {mean_and_spread(pair[0])[0]:.3f} -> "
+                              f"{mean_and_spread(pair[1])[0]:.3f}, "
+                              f"{interval_text([a - b for a, b in zip(pair[1], pair[0])])}")
+                where = ""
     return lines
 
 
