@@ -95,6 +95,8 @@ class FreeText:
                                       "observation (0: whole chats only)")
     bf16: bool = setting(False, "load the model in bf16 and train with TRL's bf16 (a GPU's "
                                 "setting)")
+    example: bool = setting(False, "open each chat with the format explained for a pretrained "
+                                   "chat model and one example exchange (EXPLAINED, EXAMPLE)")
     freetext_cache: str = setting("runs/priors-freetext", "folder of the cached free-text priors")
 
     def __post_init__(self):
@@ -126,10 +128,35 @@ CHAT_TEMPLATE = ("{% for message in messages %}<|{{ message['role'] }}|>{{ messa
                  "<|end|>{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}")
 
 
+EXPLAINED = ("You walk a grid maze to its goal, one cell per move. Each turn shows your cell as "
+             "at:row,col, the goal's cell as goal:row,col, and the walls around your cell as "
+             "walls: with N, E, S, W for north, east, south, west (none: no wall). North lowers "
+             "the row by one, south raises it, west lowers the column, east raises it.")
+CUE = (" A cue says how your last move went: warmer, it brought you closer to the goal through "
+       "the maze; colder, it led away; same, you bumped into a wall; start, no move yet.")
+EXAMPLE = {True: ("at:2,2 goal:4,4 walls:N cue:warmer",
+                  "Assessment: the cue says warmer, so positive\nMove: south"),
+           False: ("at:2,2 goal:4,4 walls:N", "Assessment: closer to the goal, so positive\n"
+                                               "Move: south")}
+
+
 def system_prompt(guided: bool) -> str:
     """The system turn: what the agent sees and the reply format (with or without the
     assessment: one prior acts both ways, the paper's ReAct and ReAct w/ SG)."""
     return SYSTEM + (ASK_GUIDED if guided else ASK_UNGUIDED)
+
+
+def opening(guided: bool, example: bool = False, cue: bool = True) -> list:
+    """The chat before the first observation: the system turn (the tiny prior's, or with
+    --example the format explained for a pretrained model), then with --example one exchange
+    that shows the format (its reply the move alone without the assessment)."""
+    if not example:
+        return [{"role": "system", "content": system_prompt(guided)}]
+    observation, reply = EXAMPLE[cue]
+    return [{"role": "system", "content": EXPLAINED + (CUE if cue else "")
+             + (ASK_GUIDED if guided else ASK_UNGUIDED)},
+            {"role": "user", "content": observation},
+            {"role": "assistant", "content": reply if guided else reply.split("\n")[-1]}]
 
 
 def reply_text(guide: str, action: str, guided: bool, rng: random.Random) -> str:
@@ -191,22 +218,25 @@ def render(tokenizer, messages, generation_prompt=False) -> list:
                                          tokenize=True, return_dict=False)
 
 
-def prompt_ids(tokenizer, guided: bool) -> list:
-    """The episode's prompt: the system turn, the same for every task (so no prompt is
-    padded, and positions are the same in generation and in TRL's scoring)."""
-    return render(tokenizer, [{"role": "system", "content": system_prompt(guided)}])
+def prompt_ids(tokenizer, guided: bool, example: bool = False, cue: bool = True) -> list:
+    """The episode's prompt: the opening, the same for every task (so no prompt is padded,
+    and positions are the same in generation and in TRL's scoring); with --example it ends
+    where the example's reply ends, at its end-of-turn token, as the model's replies do."""
+    ids = render(tokenizer, opening(guided, example, cue))
+    return ids[:len(ids) - ids[::-1].index(tokenizer.eos_token_id)] if example else ids
 
 
-def environment_turn(tokenizer, observation: str, guided: bool, first: bool) -> list:
+def environment_turn(tokenizer, observation: str, guided: bool, first: bool,
+                     example: bool = False, cue: bool = True) -> list:
     """The tokens the template puts between the model's last token (its end of turn) and its
     next reply: the user turn holding the observation, and the assistant's header. Found as
     TRL finds a tool's turn: a conversation rendered with and without it, the shorter cut at
     its last end-of-turn token (templates such as Qwen's put a newline after it)."""
-    before = [{"role": "system", "content": system_prompt(guided)}]
+    before = opening(guided, example, cue)
     if not first:
         before += [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
     prefix = render(tokenizer, before)
-    if not first:
+    if not first or example:  # what comes before ends at a reply's end of turn
         prefix = prefix[:len(prefix) - prefix[::-1].index(tokenizer.eos_token_id)]
     full = render(tokenizer, before + [{"role": "user", "content": observation}], True)
     if full[:len(prefix)] != prefix:
@@ -523,13 +553,14 @@ def generate_replies(model, tokenizer, chats: Chats, ft: FreeText, temperature: 
     return replies
 
 
-def cached_turn(tokenizer, observation: str, guided: bool, first: bool) -> list:
+def cached_turn(tokenizer, observation: str, guided: bool, first: bool, example: bool = False,
+                cue: bool = True) -> list:
     """environment_turn, memoised on the tokenizer itself (mazes repeat their observations;
     a cache keyed by the tokenizer's id could serve a new tokenizer another's turns)."""
     cache = tokenizer.__dict__.setdefault("_environment_turns", {})
-    key = (observation, guided, first)
+    key = (observation, guided, first, example, cue)
     if key not in cache:
-        cache[key] = environment_turn(tokenizer, observation, guided, first)
+        cache[key] = environment_turn(tokenizer, observation, guided, first, example, cue)
     return cache[key]
 
 
@@ -561,7 +592,8 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
     envs = [sg.make_env(cfg) for _ in task_seeds]
     resets = [env.reset(seed=s) for env, s in zip(envs, task_seeds)]
     observations = [observation for observation, _ in resets]
-    prompt, transcripts = prompt_ids(tokenizer, guided), [Transcript() for _ in range(n)]
+    prompt = prompt_ids(tokenizer, guided, ft.example, cfg.cue)
+    transcripts = [Transcript() for _ in range(n)]
     guides, truths = torch.full((n, horizon), -1), torch.full((n, horizon), -1)
     revisits, unreadable, unparseable = (torch.zeros(n, horizon, dtype=torch.bool)
                                          for _ in range(3))
@@ -570,7 +602,7 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
     for t in range(horizon):
         turns = []
         for i in running:
-            turn = cached_turn(tokenizer, observations[i], guided, t == 0)
+            turn = cached_turn(tokenizer, observations[i], guided, t == 0, ft.example, cfg.cue)
             transcripts[i].add(turn, 0, -1, [sg.SLOT_CONTEXT] * len(turn))
             turns.append(prompt + turn if t == 0 else turn)
             truths[i, t], revisits[i, t] = truth[i], revisit[i]
