@@ -70,6 +70,7 @@ from tqdm.auto import tqdm  # noqa: E402
 
 import selfguide as sg  # noqa: E402
 import toy_env  # noqa: E402
+import smollm2  # noqa: E402
 import trl_selfguide as bridge  # noqa: E402
 from toy_env import ACTIONS, GUIDES  # noqa: E402
 
@@ -79,9 +80,9 @@ setting = sg.setting
 @dataclass
 class FreeText:
     """The settings of the free-text path, beside selfguide.py's."""
-    model: str = setting("", "a causal LM with a chat template (a folder, or a hub name you "
-                             "have downloaded): its tokenizer and template are used; '' clones "
-                             "the tiny GPT-2 prior here")
+    model: str = setting("", "a causal LM with a chat template (a folder, a hub name you have "
+                             "downloaded, or smollm2: examples/smollm2.py's); its tokenizer and "
+                             "template are used; '' clones the tiny GPT-2 prior here")
     tokenizer: str = setting("bpe", "the tiny prior's tokenizer, built in code: bpe (subword, "
                                     "trained on the demonstrations) or words", ["bpe", "words"])
     architecture: str = setting("gpt2", "the tiny prior: selfguide's GPT-2, or llama (rotary "
@@ -746,6 +747,7 @@ def grpo_config(cfg: sg.Config, ft: FreeText, out: Path, device, positions: int)
 
 # --- The command line, and one run ---
 
+SHORT_NAMES = {"smollm2": (smollm2.FOLDER, f"{smollm2.INSTALL} && python examples/smollm2.py")}
 REFUSED = {"prior_guide_target": "the free-text prior clones for --prior-epochs",
            "cue_misjudge": "the free-text demonstrator is selfguide's default one"}
 
@@ -781,6 +783,11 @@ def parse_config(argv=None):
         cfg = bridge.check_config(cfg)
     except SystemExit as refusal:
         parser.error(str(refusal).removeprefix("error: "))
+    if ft.model in SHORT_NAMES:  # a model made here by a command of examples/
+        folder, command = SHORT_NAMES[ft.model]
+        if not (Path(folder) / "config.json").exists():
+            parser.error(f"--model {ft.model} reads {folder}, which is not there yet: {command}")
+        ft = dataclasses.replace(ft, model=folder)
     return dataclasses.replace(cfg, guide_temperature=cfg.temperature), ft
 
 

