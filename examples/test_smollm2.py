@@ -99,11 +99,13 @@ def test_one_grpo_step_of_the_real_model_on_a_few_episodes(converted, tmp_path):
                           "--min-distance", "3", "--max-steps", "2", "--iterations", "1",
                           "--tasks-per-iter", "2", "--group-size", "2", "--minibatches", "1",
                           "--eval-tasks", "2", "--eval-every", "1", "--reply-tokens", "16",
-                          "--lr", "1e-4", "--threads", "2", "--out", str(out)])
+                          "--schedule", "immediate", "--lr", "1e-4", "--threads", "2",
+                          "--out", str(out)])  # lambda = 1: the guides' rewards give advantages
     assert [name for name, _ in rows][:2] == ["prior, no guide (ReAct)",
                                               "prior, guide (ReAct w/ SG)"]
     records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
-    assert len(records) == 1 and "eval" in records[0]
+    assert len(records) == 1 and "eval" in records[0] and records[0]["trust"] == 1.0
+    assert records[0]["zero_variance_groups"] < 1  # some group had something to learn
     before = AutoModelForCausalLM.from_pretrained(converted)
     after = AutoModelForCausalLM.from_pretrained(out)
     assert any(not torch.equal(a, b) for a, b in zip(before.parameters(), after.parameters()))

@@ -783,12 +783,19 @@ def parse_config(argv=None):
         cfg = bridge.check_config(cfg)
     except SystemExit as refusal:
         parser.error(str(refusal).removeprefix("error: "))
-    if ft.model in SHORT_NAMES:  # a model made here by a command of examples/
-        folder, command = SHORT_NAMES[ft.model]
-        if not (Path(folder) / "config.json").exists():
-            parser.error(f"--model {ft.model} reads {folder}, which is not there yet: {command}")
-        ft = dataclasses.replace(ft, model=folder)
     return dataclasses.replace(cfg, guide_temperature=cfg.temperature), ft
+
+
+def model_folder(name: str) -> str:
+    """--model's folder: a short name's (a model made here by a command of examples/), in one
+    clear line if that command has not run yet; any other name as given."""
+    if name not in SHORT_NAMES:
+        return name
+    folder, command = SHORT_NAMES[name]
+    if not (Path(folder) / "config.json").exists():
+        raise SystemExit(f"error: --model {name} reads {folder}, which is not there yet: "
+                         f"{command}")
+    return folder
 
 
 def report(trainer, cfg: sg.Config, ft: FreeText, tokenizer, out: Path, before: list,
@@ -839,7 +846,7 @@ def main(argv=None):
     sg.writable_folder(out, "--out")
     from datasets import Dataset
     sg.seed_everything(cfg.seed)
-    folder = ft.model
+    folder = model_folder(ft.model)
     if not folder:
         with state.main_process_first():  # the main process clones the prior, the others load it
             folder = str(load_or_clone_prior(cfg, ft, device))

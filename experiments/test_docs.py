@@ -30,6 +30,8 @@ PARSERS = {  # every script the docs run: the function of it that reads its comm
     "experiments/paired.py": "parse_args",
     "experiments/priors.py": "parse_args",
     "experiments/freetext.py": "parse_args",
+    "experiments/prompted.py": "parse_args",
+    "examples/smollm2.py": "parse_args",
     "examples/trl_selfguide.py": "parse_config",
     "examples/trl_freetext.py": "parse_config",
     ".ci/student.py": "parse_args",

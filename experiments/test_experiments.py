@@ -20,6 +20,7 @@ import checkpoints  # noqa: E402
 import compare  # noqa: E402
 import plots  # noqa: E402
 import probe  # noqa: E402
+import prompted  # noqa: E402
 import selfguide as sg  # noqa: E402
 from test_selfguide import TINY_ARGS, tiny_config, tiny_policy  # noqa: E402
 
@@ -398,6 +399,23 @@ def test_the_probe_scores_another_policys_guides_on_the_stored_moves():
     assert probe.probe_metrics(other, episodes)["probe_guide_accuracy"] == \
         pytest.approx(right / judged)
     assert not torch.equal(guides, episodes.guides)  # another policy: other guides somewhere
+
+
+# --- a chat model prompted: the two formats paired maze by maze ---
+
+def test_prompted_pairs_the_formats_on_the_same_mazes():
+    def row(per_maze, unreadable=None):
+        return {"success": sum(per_maze) / len(per_maze), "steps": 5.0, "unparseable": 0.25,
+                "unreadable": unreadable, "per_maze": per_maze}
+    rows = {"ReAct, greedy": row([0.0, 0.0, 1.0]), "ReAct w/ SG, greedy": row([1.0, 0.0, 1.0], 0.5),
+            "ReAct, sampled": row([0.0, 1.0, 0.0]), "ReAct w/ SG, sampled": row([1.0, 1.0, 1.0], 0.0)}
+    text = prompted.table(rows)
+    assert "| ReAct w/ SG, greedy | 0.667 | 5.0 | 0.500 | 0.250 | - | - | - |" in text
+    assert "| ReAct, greedy | 0.333 | 5.0 | - | 0.250 |" in text
+    # differences (1, 0, 0): mean 1/3, sample std 0.577, t(0.975, 2 df) = 4.303
+    half = 4.303 * math.sqrt(1 / 3) / math.sqrt(3)
+    assert f"greedy, paired on 3 mazes: +0.333 [{1 / 3 - half:+.3f}, {1 / 3 + half:+.3f}]" in text
+    assert "sampled, paired on 3 mazes: +0.667 [" in text
 
 
 # --- figures (skipped without matplotlib) ---

@@ -1,0 +1,101 @@
+"""A chat model prompted on the maze, with and without writing its assessment first: the paper's
+ReAct against ReAct w/ SG, paired maze by maze.
+
+    python experiments/prompted.py --model smollm2 --example --size 4 --min-distance 3 \\
+        --max-steps 12 --eval-tasks 100 --out runs/prompted-smollm2
+    python experiments/prompted.py --help        # selfguide.py's and the free-text path's settings
+
+Every held-out maze (selfguide's held-out tasks) is played four ways by the same model:
+without and with the assessment, greedy and sampled at --temperature (a draw per maze, the
+same seed for both formats). Each row reports success, the format's failures (unreadable
+assessments, replies without a move) and the guide's balanced and progress accuracy against
+the maze's truth; the two formats are paired on the same mazes: the mean difference in
+success with its 95% t-interval over the mazes. The free-text path (examples/trl_freetext.py)
+plays every episode; this file only tallies.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent / "examples"),
+                str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
+
+import torch  # noqa: E402
+
+import compare  # noqa: E402
+import selfguide as sg  # noqa: E402
+import trl_freetext as freetext  # noqa: E402
+
+BATCH = 50  # episodes per generate batch
+
+
+def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool) -> dict:
+    """Every held-out maze once: selfguide's metrics, the format's failures, and per maze
+    whether it reached the goal."""
+    seeds = [sg.EVAL_SEED_BASE + i for i in range(cfg.eval_tasks)]
+    parts = [freetext.play(model, tokenizer, seeds[i:i + BATCH], guided, cfg, ft, cfg.seed + i,
+                           greedy=greedy) for i in range(0, len(seeds), BATCH)]
+    steps = sg.concat_rollouts([p.steps for p in parts])
+    episodes = freetext.Episodes(parts[0].prompt, [t for p in parts for t in p.transcripts],
+                                 torch.cat([p.unreadable for p in parts]),
+                                 torch.cat([p.unparseable for p in parts]), steps)
+    return {**sg.episode_metrics(steps), **freetext.shares(episodes),
+            "per_maze": (steps.env_return > 0).float().tolist()}
+
+
+def table(rows: dict) -> str:
+    """A row per way of playing, then the paired difference of the two formats."""
+    lines = ["| play | success | steps | unreadable assessments | replies without a move | "
+             "guide bal. acc. | guide progress acc. | positive guides |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, m in rows.items():
+        lines.append(f"| {name} | {m['success']:.3f} | {m['steps']:.1f} | "
+                     f"{sg.number(m.get('unreadable'), 3)} | {m['unparseable']:.3f} | "
+                     f"{sg.number(m.get('guide_balanced_accuracy'), 3)} | "
+                     f"{sg.number(m.get('guide_progress_accuracy'), 3)} | "
+                     f"{sg.number(m.get('share_positive'), 2)} |")
+    lines.append("")
+    for how in ("greedy", "sampled"):
+        with_guide, without = rows[f"ReAct w/ SG, {how}"], rows[f"ReAct, {how}"]
+        differences = [a - b for a, b in zip(with_guide["per_maze"], without["per_maze"])]
+        lines.append(f"- ReAct w/ SG - ReAct, {how}, paired on {len(differences)} mazes: "
+                     f"{compare.interval_text(differences)}")
+    return "\n".join(lines)
+
+
+def parse_args(argv=None):
+    return freetext.parse_config(argv)
+
+
+def main(argv=None):
+    cfg, ft = parse_args(argv)
+    if not ft.model:
+        raise SystemExit("error: give a chat model: --model smollm2 or a folder")
+    folder = freetext.model_folder(ft.model)
+    device = sg.pick_device(cfg.device)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    out = Path(cfg.out or "runs/prompted")
+    sg.writable_folder(out, "--out")
+    model, tokenizer = freetext.load_model(folder, device, ft.bf16)
+    start, rows = time.perf_counter(), {}
+    for how, greedy in (("greedy", True), ("sampled", False)):
+        for name, guided in (("ReAct", False), ("ReAct w/ SG", True)):
+            rows[f"{name}, {how}"] = play_all(model, tokenizer, cfg, ft, guided, greedy)
+            print(f"{name}, {how}: {freetext.describe(rows[f'{name}, {how}'])}", flush=True)
+    text = (f"{ft.model} on {cfg.eval_tasks} held-out {cfg.size}x{cfg.size} mazes (start at "
+            f"least {cfg.min_distance} moves away, {cfg.max_steps} moves), sampled at temperature "
+            f"{cfg.temperature:g}; {time.perf_counter() - start:.0f} s. Command: python "
+            f"experiments/prompted.py " + " ".join(sys.argv[1:] if argv is None else argv)
+            + "\n\n" + table(rows))
+    sg.write_atomic(out / "prompted.md", text + "\n")
+    sg.write_atomic(out / "prompted.json", json.dumps(rows))
+    print(f"\n{text}\n\nwritten to {out}/prompted.md")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
