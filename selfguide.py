@@ -86,17 +86,18 @@ class Config:
     prior_lr: float = setting(3e-3, "peak learning rate of cloning (cosine decay)")
     cue_noise: float = setting(toy_env.CUE_NOISE, "share of its moves the demonstrator misjudges")
     # Self-Guide
-    variant: str = setting("sg_gr", "grpo: no guide; sg: guides, lambda = 0; sg_gr: guides and "
-                                    "their reward", ["grpo", "sg", "sg_gr"])
+    variant: str = setting("sg_gr", "grpo: no guide; sg: guides, lambda 0; sg_gr: and their reward",
+                           ["grpo", "sg", "sg_gr"])
     schedule: str = setting("trapezoid", "lambda(u): the paper's trapezoid, or an ablation",
                             ["trapezoid", "immediate", "never", "no_anneal"])
     enter_at: float = setting(0.5, "fraction of training at which lambda starts to rise")
-    credit: str = setting("step", "trajectory: one advantage per rollout (the paper); step: "
-                                  "departure 5", ["trajectory", "step"])
+    credit: str = setting("step", "trajectory (the paper) or step: departure 5",
+                          ["trajectory", "step"])
     internal_return: str = setting("mean", "sum: the paper's sum_t r_t; mean: a guard",
                                    ["sum", "mean"])
-    guide_advantage: str = setting("env", "guide tokens' advantage: composite (the paper), env "
-                                          "(a guard) or none", ["composite", "env", "none"])
+    guide_advantage: str = setting(
+        "env", "guide tokens' advantage: composite (the paper), env (a guard) or none",
+        ["composite", "env", "none"])
     kl_guide: float = setting(0.1, "weight of the KL to the prior on guide tokens (a guard)")
     guide_temperature: float = setting(0.1, "sampling temperature of guides in training")
     # GRPO
@@ -116,23 +117,24 @@ class Config:
 
     # --- experiments and controls (experiments/ and the report use these; skip them at first) ---
     dist: bool = setting(False, "show the maze distance dist:K in place of the cue (--no-cue)")
-    cue_misjudge: str = setting("none", "revisit: the demonstrator calls every move back onto a "
-                                        "visited cell negative", list(toy_env.MISJUDGED))
-    prior_guide_target: float = setting(0.0, "clone until the greedy guide judges the moves that "
-                                             "change the distance this well (0: off)")
+    cue_misjudge: str = setting(
+        "none", "revisit: the demonstrator calls every move back onto a visited cell negative",
+        list(toy_env.MISJUDGED))
+    prior_guide_target: float = setting(
+        0.0, "clone until the greedy guide judges moves that change the distance this well")
     prior_check: int = setting(25, "cloning updates between two checks of that target")
-    internal_reward: str = setting("guide", "r_t: guide (the paper); controls: oracle (true "
-                                            "progress), random", ["guide", "oracle", "random"])
+    internal_reward: str = setting(
+        "guide", "r_t: guide (the paper); controls: oracle (true progress) or random",
+        ["guide", "oracle", "random"])
     kl_action: float = setting(0.0, "weight of the KL to the prior on action tokens")
-    token_mean: str = setting("all", "all: one mean over the written tokens; per_slot: guides "
-                                     "and actions apart", ["all", "per_slot"])
+    token_mean: str = setting(
+        "all", "all: one mean over the written tokens; per_slot: guides and actions apart",
+        ["all", "per_slot"])
     advantage: str = setting("grpo", "grpo: (R - mean) / std; drgrpo: R - mean (Dr. GRPO)",
                              ["grpo", "drgrpo"])
     paper_faithful: bool = setting(False, "the paper as written: departures 2, 5 and 7 taken back")
-    house: bool = setting(False, "one maze for every task, the agent's house (drawn from --seed); "
-                                 "tasks differ in their start")
-    stale_door: bool = setting(False, "the demonstrator plans and judges on a stale map: the "
-                                      "door that would shorten paths most, since bricked up")
+    house: bool = setting(False, "every task in one maze (toy_env's house); only starts differ")
+    stale_door: bool = setting(False, "the demonstrator plans and judges on toy_env's stale map")
 
     # --- bookkeeping ---
     prior_cache: str = setting("runs/priors", "folder of the cached priors, keyed by settings")
@@ -1136,7 +1138,6 @@ def load_policy(folder, cfg: Config, device):
 
 
 # --- The prior's cache: one Stage 0 per setting, shared by every run ---
-
 
 
 def calibration_accuracy(policy, cfg: Config) -> float:

@@ -25,6 +25,13 @@ one word:
 
     at:3,5 goal:7,1 walls:NW dist:9
 
+With `house=h` every task is the same maze, the agent's house: one layout and one goal, drawn
+from h, and a task draws only its start (training tasks on half the far cells, the held-out
+tasks on the other half). With `stale_door` the maze has a door that a stale map still shows
+open, the wall whose opening would shorten the paths to the goal most, since bricked up; the
+demonstrator plans and judges on that map, so its judgements are wrong exactly where the map
+is, and `info["stale"]` marks those moves.
+
 The module also holds the imperfect demonstrator that gives a tiny model its "pretrained"
 prior (selfguide.py's Stage 0, departure 1): it judges its own last step from what it can see
 and remember, says so in one word, and lets that judgement steer its next move. Without the cue
