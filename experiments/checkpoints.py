@@ -180,11 +180,9 @@ def main(argv=None):
     per_seed = [json.loads(unit(c).read_text()) for c in configs]
     text = (f"Held-out greedy success on {cfg.eval_tasks} tasks, seeds "
             f"{', '.join(str(c.seed) for c in configs)}; mean ± std over seeds, paired "
-            f"differences with 95% t-intervals.\nCommand: python experiments/checkpoints.py "
-            + " ".join(sys.argv[1:] if argv is None else argv) + "\n\n" + tables(per_seed))
-    sg.write_atomic(out / "checkpoints.md", text + "\n")
-    sg.write_atomic(out / "checkpoints.json", json.dumps(per_seed))
-    print(f"\n{text}\n\nwritten to {out}/checkpoints.md")
+            f"differences with 95% t-intervals.\nCommand: "
+            f"{compare.command_line('checkpoints.py', argv)}\n\n{tables(per_seed)}")
+    compare.write_results(out, "checkpoints", text, per_seed)
     return per_seed
 
 

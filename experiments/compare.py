@@ -436,6 +436,18 @@ def pearson(xs, ys) -> float | None:
     return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else None
 
 
+def command_line(script: str, argv=None) -> str:
+    """The command that made a table, as the tables print it."""
+    return f"python experiments/{script} " + " ".join(sys.argv[1:] if argv is None else argv)
+
+
+def write_results(out: Path, stem: str, text: str, data):
+    """A harness's results: its text as <stem>.md, its numbers as <stem>.json; the text printed."""
+    sg.write_atomic(out / f"{stem}.md", text + "\n")
+    sg.write_atomic(out / f"{stem}.json", json.dumps(data))
+    print(f"\n{text}\n\nwritten to {out}/{stem}.md")
+
+
 # --- the comparison: resumable, refused when another command owns the folder ---
 
 RESULT_FREE_SETTINGS = ("workers", "threads", "quick", "out")  # no number depends on these

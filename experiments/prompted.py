@@ -15,7 +15,6 @@ plays every episode; this file only tallies.
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -88,12 +87,9 @@ def main(argv=None):
             print(f"{name}, {how}: {freetext.describe(rows[f'{name}, {how}'])}", flush=True)
     text = (f"{ft.model} on {cfg.eval_tasks} held-out {cfg.size}x{cfg.size} mazes (start at "
             f"least {cfg.min_distance} moves away, {cfg.max_steps} moves), sampled at temperature "
-            f"{cfg.temperature:g}; {time.perf_counter() - start:.0f} s. Command: python "
-            f"experiments/prompted.py " + " ".join(sys.argv[1:] if argv is None else argv)
-            + "\n\n" + table(rows))
-    sg.write_atomic(out / "prompted.md", text + "\n")
-    sg.write_atomic(out / "prompted.json", json.dumps(rows))
-    print(f"\n{text}\n\nwritten to {out}/prompted.md")
+            f"{cfg.temperature:g}; {time.perf_counter() - start:.0f} s. Command: "
+            f"{compare.command_line('prompted.py', argv)}\n\n{table(rows)}")
+    compare.write_results(out, "prompted", text, rows)
     return rows
 
 
