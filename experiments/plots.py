@@ -94,11 +94,13 @@ def plot_co_evolution(folder: Path, figure_path: Path):
     the held-out greedy guide at each evaluation. Right: the training rollouts' sampled guides,
     each point the mean of --eval-every iterations (from the rows' logs). The accuracy is on
     the moves the prior misjudges (--cue-misjudge revisit) where there are such, else the
-    progress accuracy (the balanced one in results made before it was recorded)."""
+    moves its stale map misjudges (--stale-door), else the progress accuracy (the balanced one
+    in results made before it was recorded)."""
     plt = pyplot()
     results = json.loads((folder / "compare.json").read_text())
     per_seed, cfg, seeds = results["per_seed"], results["config"], results["seeds"]
     key = ("guide_accuracy_revisit" if cfg.get("cue_misjudge", "none") != "none"
+           else "guide_accuracy_stale" if cfg.get("stale_door")
            else compare.guide_accuracy_key(per_seed[0]["ReAct w/ SG"]["final"]))
     rows = [row for row in per_seed[0] if per_seed[0][row]["history"]
             and per_seed[0][row]["final"].get(key) is not None]
@@ -174,8 +176,8 @@ def plot_run(folder: Path) -> Path:
     if "share_positive" in records[0]:
         for key, color in [("share_positive", "tab:green"), ("share_neutral", "tab:gray"),
                            ("share_negative", "tab:red"), ("guide_balanced_accuracy", "k")]:
-            label = key.replace("share_", "share ").replace("guide_balanced_accuracy",
-                                                             "balanced accuracy")
+            label = key.replace("share_", "share ").replace(
+                "guide_balanced_accuracy", "balanced accuracy")
             bottom.plot(iterations, [r[key] for r in records], color=color, alpha=0.35,
                         linewidth=0.8)
             bottom.plot([i for i, _ in evals], [m[key] for _, m in evals], color=color,
