@@ -3,6 +3,8 @@ ReAct against ReAct w/ SG, paired maze by maze.
 
     python experiments/prompted.py --model smollm2 --example --size 4 --min-distance 3 \\
         --max-steps 12 --eval-tasks 100 --out runs/prompted-smollm2
+    python experiments/prompted.py --model random --size 4 --min-distance 3 --max-steps 12 \\
+        --eval-tasks 100                         # the baseline: moves drawn uniformly, no model
     python experiments/prompted.py --help        # selfguide.py's and the free-text path's settings
 
 Every held-out maze (selfguide's held-out tasks) is played four ways by the same model:
@@ -15,6 +17,7 @@ plays every episode; this file only tallies.
 """
 from __future__ import annotations
 
+import random
 import sys
 import time
 from pathlib import Path
@@ -29,6 +32,7 @@ import selfguide as sg  # noqa: E402
 import trl_freetext as freetext  # noqa: E402
 
 BATCH = 50  # episodes per generate batch
+RANDOM_DRAWS = 200  # episodes per maze of the uniform baseline (--model random)
 
 
 def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool) -> dict:
@@ -43,6 +47,21 @@ def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool) -> dict:
                                  torch.cat([p.unparseable for p in parts]), steps)
     return {**sg.episode_metrics(steps), **freetext.shares(episodes),
             "per_maze": (steps.env_return > 0).float().tolist()}
+
+
+def uniform_moves(cfg) -> float:
+    """Success of moves drawn uniformly from the four, RANDOM_DRAWS episodes on every held-out
+    maze: what a model that reads nothing would reach."""
+    env, rng, successes = sg.make_env(cfg), random.Random(cfg.seed), 0
+    for i in range(cfg.eval_tasks):
+        for _ in range(RANDOM_DRAWS):
+            env.reset(seed=sg.EVAL_SEED_BASE + i)
+            done = False
+            while not done:
+                _, reward, terminated, truncated, _ = env.step(rng.choice(sg.ACTIONS))
+                done = terminated or truncated
+            successes += reward > 0
+    return successes / (cfg.eval_tasks * RANDOM_DRAWS)
 
 
 def table(rows: dict) -> str:
@@ -72,7 +91,13 @@ def parse_args(argv=None):
 def main(argv=None):
     cfg, ft = parse_args(argv)
     if not ft.model:
-        raise SystemExit("error: give a chat model: --model smollm2 or a folder")
+        raise SystemExit("error: give a chat model: --model smollm2, a folder, or random")
+    if ft.model == "random":
+        success = uniform_moves(cfg)
+        print(f"uniform random moves on {cfg.eval_tasks} held-out {cfg.size}x{cfg.size} mazes "
+              f"(start at least {cfg.min_distance} moves away, {cfg.max_steps} moves), "
+              f"{RANDOM_DRAWS} episodes each: success {success:.3f}")
+        return {"uniform random moves": {"success": success}}
     folder = freetext.model_folder(ft.model)
     device = sg.pick_device(cfg.device)
     if cfg.threads:

@@ -22,6 +22,7 @@ import plots  # noqa: E402
 import probe  # noqa: E402
 import prompted  # noqa: E402
 import selfguide as sg  # noqa: E402
+import toy_env  # noqa: E402
 from test_selfguide import TINY_ARGS, tiny_config, tiny_policy  # noqa: E402
 
 MATPLOTLIB = "the figures' tests need the optional matplotlib: pip install matplotlib"
@@ -416,6 +417,32 @@ def test_prompted_pairs_the_formats_on_the_same_mazes():
     half = 4.303 * math.sqrt(1 / 3) / math.sqrt(3)
     assert f"greedy, paired on 3 mazes: +0.333 [{1 / 3 - half:+.3f}, {1 / 3 + half:+.3f}]" in text
     assert "sampled, paired on 3 mazes: +0.667 [" in text
+
+
+def test_uniform_moves_reach_the_goal_as_often_as_the_exact_walk(monkeypatch):
+    """The baseline of --model random against the exact probability that uniform moves reach
+    the goal within max_steps on the same mazes (a walk over the open cells, a bump stays)."""
+    cfg = sg.Config(size=4, min_distance=3, max_steps=12, eval_tasks=3)
+    env, exact = sg.make_env(cfg), []
+    for i in range(cfg.eval_tasks):
+        env.reset(seed=sg.EVAL_SEED_BASE + i)
+        where = {env._position: 1.0}  # probability of each cell, not yet at the goal
+        reached = 0.0
+        for _ in range(cfg.max_steps):
+            after = {}
+            for (r, c), p in where.items():
+                for dr, dc in toy_env.MOVES.values():
+                    cell = (r + dr, c + dc) if (r + dr, c + dc) in env._open else (r, c)
+                    after[cell] = after.get(cell, 0.0) + p / 4
+            reached += after.pop(env._goal, 0.0)
+            where = after
+        exact.append(reached)
+    monkeypatch.setattr(prompted, "RANDOM_DRAWS", 400)
+    estimate = prompted.uniform_moves(cfg)  # 1,200 episodes: std about 0.014
+    assert 0.05 < sum(exact) / 3 < 0.95 and estimate == pytest.approx(sum(exact) / 3, abs=0.06)
+    assert prompted.main(["--model", "random", "--size", "4", "--min-distance", "3",
+                          "--max-steps", "12", "--eval-tasks", "3"])["uniform random moves"][
+        "success"] == prompted.uniform_moves(cfg)  # the command's figure, the same draws
 
 
 # --- figures (skipped without matplotlib) ---
