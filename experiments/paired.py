@@ -27,6 +27,10 @@ import selfguide as sg  # noqa: E402
 
 
 def pooled_seeds(folders: str) -> list:
+    missing = [f for f in folders.split(",") if not (Path(f) / "compare.json").exists()]
+    if missing:
+        raise SystemExit(f"error: no compare.json in {', '.join(missing)}: give a comparison's "
+                         f"--out (experiments/compare.py), once it has finished")
     return [seed for folder in folders.split(",")
             for seed in json.loads((Path(folder) / "compare.json").read_text())["per_seed"]]
 
