@@ -34,9 +34,19 @@ REPLIES = ["Assessment: the cue says warmer, so positive\nMove: south",
 
 
 @pytest.fixture(scope="module")
-def converted(tmp_path_factory):
-    """The package's model as a float32 folder, made once for these tests."""
-    return smollm2.convert(tmp_path_factory.mktemp("smollm2") / "SmolLM2-135M-Instruct")
+def from_gguf():
+    """(model, tokenizer) read from the package's GGUF by transformers' own loader, once: the
+    dequantization is most of these tests' time."""
+    return smollm2.load_from_gguf()
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory, from_gguf):
+    """The package's model as a float32 folder, made once for these tests by `convert`, from
+    the GGUF read above (the same call `convert` makes, not repeated)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(smollm2, "load_from_gguf", lambda: from_gguf)
+        return smollm2.convert(tmp_path_factory.mktemp("smollm2") / "SmolLM2-135M-Instruct")
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +55,10 @@ def tokenizer(converted):
     return AutoTokenizer.from_pretrained(converted)
 
 
-def test_the_folder_holds_the_packages_model_unquantized_and_loads_as_it_was(converted):
+def test_the_folder_holds_the_packages_model_unquantized_and_loads_as_it_was(
+        converted, from_gguf):
     from transformers import AutoModelForCausalLM
-    model, _ = smollm2.load_from_gguf()
+    model, _ = from_gguf
     saved = AutoModelForCausalLM.from_pretrained(converted)
     assert type(saved).__name__ == "LlamaForCausalLM"
     assert getattr(saved.config, "quantization_config", None) is None
@@ -76,8 +87,8 @@ def test_the_real_tokenizer_finds_each_replys_assessment_and_move(tokenizer):
 
 @pytest.mark.parametrize("example", [False, True])
 @pytest.mark.parametrize("guided", [True, False])
-def test_the_environments_turns_are_cut_out_of_the_real_chat_template(tokenizer, example,
-                                                                       guided):
+def test_the_environments_turns_are_cut_out_of_the_real_chat_template(
+        tokenizer, example, guided):
     """The prompt, then per step the environment's turn and the model's reply with its end of
     turn: token for token the template's own rendering of that conversation."""
     observations = ["at:1,0 goal:3,2 walls:W cue:start", "at:2,0 goal:3,2 walls:SW cue:warmer"]
