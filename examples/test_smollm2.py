@@ -35,9 +35,16 @@ REPLIES = ["Assessment: the cue says warmer, so positive\nMove: south",
 
 @pytest.fixture(scope="module")
 def from_gguf():
-    """(model, tokenizer) read from the package's GGUF by transformers' own loader, once: the
+    """(model, tokenizer, read): `load_from_gguf`'s rebuilt model and tokenizer, and the model
+    transformers' own GGUF loader returned inside it (marked quantized), made once: the
     dequantization is most of these tests' time."""
-    return smollm2.load_from_gguf()
+    from transformers import AutoModelForCausalLM
+    loaded, load = [], AutoModelForCausalLM.from_pretrained
+    with pytest.MonkeyPatch.context() as patch:  # keep what transformers' loader returned
+        patch.setattr(AutoModelForCausalLM, "from_pretrained",
+                      lambda *args, **kwargs: loaded.append(load(*args, **kwargs)) or loaded[-1])
+        model, tokenizer = smollm2.load_from_gguf()
+    return model, tokenizer, loaded[0].eval()
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +52,7 @@ def converted(tmp_path_factory, from_gguf):
     """The package's model as a float32 folder, made once for these tests by `convert`, from
     the GGUF read above (the same call `convert` makes, not repeated)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(smollm2, "load_from_gguf", lambda: from_gguf)
+        patch.setattr(smollm2, "load_from_gguf", lambda: from_gguf[:2])
         return smollm2.convert(tmp_path_factory.mktemp("smollm2") / "SmolLM2-135M-Instruct")
 
 
@@ -58,7 +65,7 @@ def tokenizer(converted):
 def test_the_folder_holds_the_packages_model_unquantized_and_loads_as_it_was(
         converted, from_gguf):
     from transformers import AutoModelForCausalLM
-    model, _ = from_gguf
+    model, _, read = from_gguf
     saved = AutoModelForCausalLM.from_pretrained(converted)
     assert type(saved).__name__ == "LlamaForCausalLM"
     assert getattr(saved.config, "quantization_config", None) is None
@@ -66,6 +73,7 @@ def test_the_folder_holds_the_packages_model_unquantized_and_loads_as_it_was(
     ids = torch.tensor([[1, 2, 3, 4, 5]])
     with torch.no_grad():
         assert torch.equal(saved(ids).logits, model(ids).logits)
+        assert torch.equal(saved(ids).logits, read(ids).logits)  # transformers' own, unrebuilt
 
 
 def test_the_real_tokenizer_finds_each_replys_assessment_and_move(tokenizer):
