@@ -96,8 +96,8 @@ class Config:
     internal_return: str = setting("mean", "sum: the paper's sum_t r_t; mean: a guard",
                                    ["sum", "mean"])
     guide_advantage: str = setting(
-        "env", "guide tokens' advantage: composite (the paper), env (a guard) or none",
-        ["composite", "env", "none"])
+        "env", "guide tokens' advantage: composite (the paper), env or outcome (guards), "
+               "none or truth (controls)", ["composite", "env", "outcome", "none", "truth"])
     kl_guide: float = setting(0.1, "weight of the KL to the prior on guide tokens (a guard)")
     guide_temperature: float = setting(0.1, "sampling temperature of guides in training")
     # GRPO
@@ -573,6 +573,8 @@ class Rollouts:
     steps: torch.Tensor          # (N,) moves taken
     optimal: torch.Tensor        # (N,) shortest path at the start
     stale: torch.Tensor | None = None  # (N, T) bool: the stale map misjudges that move
+    guide_probs: torch.Tensor | None = None  # (N, T, 3) the guide's distribution over GUIDES
+                                             #   at temperature 1 where it wrote one; else 0
 
 
 def sample_slot(logits, slot: int, allowed, temperature: float, greedy: bool, generator):
@@ -606,6 +608,7 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
     truths = torch.full((n, horizon), -1, dtype=torch.long, device=device)
     revisits = torch.zeros((n, horizon), dtype=torch.bool, device=device)
     stale = torch.zeros((n, horizon), dtype=torch.bool, device=device)
+    guide_probs = torch.zeros((n, horizon, len(GUIDES)), device=device)
     blocks = []  # (tokens, slots, logprobs), each (n, k), in stream order
     cache = DynamicCache(config=policy.config)
 
@@ -625,9 +628,12 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
         revisits[:, t] = active & torch.tensor(previous_revisit, device=device)
         stale[:, t] = active & torch.tensor(previous_stale, device=device)
         if guided:  # z_t ~ pi(. | h_{t-1}, o_t): judge before acting
-            guide, logp = sample_slot(writable_logits(policy, pending, cache)[:, -1], SLOT_GUIDE,
-                                      allowed, cfg.guide_temperature, greedy, generator)
+            logits = writable_logits(policy, pending, cache)[:, -1]                # (n, W)
+            guide, logp = sample_slot(logits, SLOT_GUIDE, allowed, cfg.guide_temperature,
+                                      greedy, generator)
             guides[:, t] = torch.where(active, guide, -1)  # writable indices 0-2 are GUIDES
+            guide_probs[:, t] = torch.where(active[:, None],
+                                            logits[:, :len(GUIDES)].softmax(-1), 0.0)
             pending = torch.where(active, writable[guide], PAD)[:, None]
             write(pending, SLOT_GUIDE, logp[:, None])
         # a_t ~ pi(. | h_{t-1}, o_t, z_t)
@@ -651,7 +657,7 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
     tokens, slots, logprobs = (torch.cat(parts, 1) for parts in zip(*blocks))
     return Rollouts(tokens, slots, logprobs, guides, truths, revisits,
                     torch.tensor(env_return, device=device), torch.tensor(steps, device=device),
-                    torch.tensor(optimal, device=device), stale)
+                    torch.tensor(optimal, device=device), stale, guide_probs)
 
 
 # --- GRPO: one iteration's advantages (--credit and --guide-advantage combine the above) ---
@@ -677,8 +683,14 @@ def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: 
         action_advantage = guide_advantage = advantage[:, None].expand(-1, horizon)
     if cfg.guide_advantage == "env":  # guard: a guide is never paid for the reward it grants
         guide_advantage = env_advantage[:, None].expand(-1, horizon)
+    elif cfg.guide_advantage == "outcome":  # guard: paid for calling how the episode went,
+        polarity = step_rewards(batch.guides, batch.truths) / GUIDE_REWARD["positive"]  # +1/0/-1
+        guide_advantage = env_advantage[:, None] * polarity  # a constant word sums to 0 a group
     elif cfg.guide_advantage == "none":
         guide_advantage = torch.zeros_like(guide_advantage)
+    elif cfg.guide_advantage == "truth":  # control: +1 for the true word, -1 for another
+        right = torch.where(batch.guides == batch.truths, 1.0, -1.0)
+        guide_advantage = torch.where((batch.guides >= 0) & (batch.truths >= 0), right, 0.0)
     return per_token(batch.slots, action_advantage, guide_advantage), returns
 
 
@@ -721,6 +733,23 @@ def grpo_update(policy, optimizer, rollouts: Rollouts, token_advantages, referen
 
 # --- Evaluation: success, efficiency, and how right the guide is ---
 
+@torch.no_grad()
+def judge_streams(policy, batch: Rollouts, rows: int = 512) -> torch.Tensor:
+    """How `policy` would judge at each guide slot of the batch's streams, read as they are
+    (teacher-forced, whoever wrote them): its log-probs of GUIDES at temperature 1, (N, T, 3);
+    0 where the episode has no guide. Of the policy that played the batch, the log of
+    batch.guide_probs, to rounding."""
+    judged = torch.zeros(batch.guides.shape + (len(GUIDES),), device=batch.tokens.device)
+    for part in torch.arange(len(batch.tokens), device=batch.tokens.device).split(rows):
+        tokens, slots = batch.tokens[part], batch.slots[part]                    # (b, L)
+        targets, logp = slot_logprobs(policy, tokens, slots)                     # (Q,), (b, Q, W)
+        is_action = slots == SLOT_ACTION
+        step = (is_action.cumsum(1) - is_action.long())[:, targets]             # (b, Q)
+        row, column = (slots[:, targets] == SLOT_GUIDE).nonzero(as_tuple=True)
+        judged[part[row], step[row, column]] = logp[row, column, :len(GUIDES)]  # 0-2: GUIDES
+    return judged
+
+
 def episode_metrics(rollouts: Rollouts) -> dict:
     """Success, steps, loops, and the guide's shares and accuracy against true progress."""
     success = rollouts.env_return > 0
@@ -752,8 +781,19 @@ def episode_metrics(rollouts: Rollouts) -> dict:
     for name, kind in [("revisit", revisit), ("other", ~revisit)]:
         metrics[f"guide_accuracy_{name}"] = (correct[kind].float().mean().item()
                                              if kind.any() else None)
+    # the probability of the true word sees what the top word hides: a wrong word that fell
+    # from 0.999 to 0.6 scores the same argmax accuracy
+    true_prob = (rollouts.guide_probs[judged].gather(-1, truth[:, None]).squeeze(-1)
+                 if rollouts.guide_probs is not None else None)                    # (J,)
+    if true_prob is not None:
+        by_truth = [true_prob[truth == GUIDES.index(g)].mean().item()
+                    for g in ("positive", "negative") if g in recall]
+        metrics["guide_true_prob_progress"] = sum(by_truth) / len(by_truth) if by_truth else None
     if rollouts.stale is not None and rollouts.stale[judged].any():  # where the stale map errs
-        metrics["guide_accuracy_stale"] = correct[rollouts.stale[judged]].float().mean().item()
+        stale = rollouts.stale[judged]
+        metrics["guide_accuracy_stale"] = correct[stale].float().mean().item()
+        if true_prob is not None:
+            metrics["guide_true_prob_stale"] = true_prob[stale].mean().item()
     return metrics
 
 
@@ -840,6 +880,17 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState) -> dict:
     update = grpo_update(policy, state.optimizer, batch, token_advantages, reference_logprobs,
                          kl_weights, cfg, state.shuffler)
     guide_rewards = step_rewards(batch.guides, batch.truths)  # g(z_t), logged whatever R used
+    # what a word's advantage can move: d log p_T(word) / d logits = (onehot - p_T) / T, of
+    # L1 norm 2 (1 - p_T(word)) / T; about 0 for a confident guide sampled at T = 0.1
+    def gradient_size(slot, temperature):
+        sampled = batch.logprobs[batch.slots == slot].exp()  # p_T of each written word
+        return (2 * (1 - sampled) / temperature).mean().item() if len(sampled) else None
+    guided = {}
+    if cfg.guided:
+        written = batch.guides >= 0
+        prior_word = judge_streams(reference, batch).argmax(-1)                  # (N, T)
+        guided = {"guide_gradient": gradient_size(SLOT_GUIDE, cfg.guide_temperature),
+                  "guide_off_prior": (batch.guides != prior_word)[written].float().mean().item()}
     grouped = (-1, cfg.group_size)
     record = {"iteration": iteration, "trust": trust, **episode_metrics(batch),
               "env_return": batch.env_return.mean().item(),
@@ -848,7 +899,7 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState) -> dict:
               "zero_variance_groups": zero_variance(returns.view(grouped)).float().mean().item(),
               "env_zero_variance_groups":
                   zero_variance(batch.env_return.view(grouped)).float().mean().item(),
-              **update}
+              "action_gradient": gradient_size(SLOT_ACTION, cfg.temperature), **guided, **update}
     # --- held-out evaluation ---
     if iteration % cfg.eval_every == 0 or iteration == cfg.iterations:
         record["eval"] = evaluate(policy, cfg, cfg.guided)

@@ -878,6 +878,28 @@ def test_cached_rollout_logprobs_equal_a_full_forward_pass(guided):
     assert (batch.logprobs[batch.slots != sg.SLOT_CONTEXT] < 0).all()
 
 
+def test_the_rollout_records_the_guides_distribution_as_a_full_forward_gives_it():
+    """guide_probs: at each guide slot, the softmax over the three guide words (temperature 1)
+    of a full forward pass over the stream up to that slot, one slot at a time; zero where no
+    guide was written. judge_streams (teacher-forced, every slot at once) reads the same."""
+    cfg = tiny_config(guide_temperature=0.1)
+    policy = tiny_policy()
+    batch = sg.rollout(policy, list(range(6)), True, cfg, torch.Generator().manual_seed(1))
+    guide_ids = [sg.WORD_ID[w] for w in GUIDES]
+    for i in range(6):
+        positions = [p for p, s in enumerate(batch.slots[i].tolist()) if s == sg.SLOT_GUIDE]
+        assert len(positions) == batch.steps[i] > 0
+        for t, p in enumerate(positions):
+            with torch.no_grad():
+                logits = policy(batch.tokens[i, :p][None]).logits[0, -1, guide_ids]
+            assert torch.allclose(batch.guide_probs[i, t], logits.softmax(-1), atol=1e-5)
+        assert (batch.guide_probs[i, len(positions):] == 0).all()
+    assert torch.allclose(sg.judge_streams(policy, batch, rows=4).exp()[batch.guides >= 0],
+                          batch.guide_probs[batch.guides >= 0], atol=1e-5)
+    unguided = sg.rollout(policy, list(range(3)), False, cfg, torch.Generator().manual_seed(1))
+    assert (unguided.guide_probs == 0).all()
+
+
 @pytest.mark.parametrize("guided", [True, False])
 def test_slots_hold_only_their_words_and_cover_exactly_guides_and_actions(guided):
     cfg = tiny_config(max_steps=12)
@@ -1444,6 +1466,14 @@ def hand_advantages(batch: sg.Rollouts, cfg: sg.Config, trust: float, iteration:
         guide = env[:, None].expand(-1, horizon)
     elif cfg.guide_advantage == "none":
         guide = torch.zeros(len(env), horizon)
+    elif cfg.guide_advantage == "outcome":  # A_env,i x g(z_t) / 0.1, written out word by word
+        sign = {0: 1.0, 1: 0.0, 2: -1.0, -1: 0.0}  # positive, neutral, negative, none
+        guide = torch.tensor([[env[i].item() * sign[g] for g in row]
+                              for i, row in enumerate(batch.guides.tolist())])
+    elif cfg.guide_advantage == "truth":
+        guide = torch.tensor([[0.0 if g < 0 or t < 0 else 1.0 if g == t else -1.0
+                               for g, t in zip(gs, ts)]
+                              for gs, ts in zip(batch.guides.tolist(), batch.truths.tolist())])
     return sg.per_token(batch.slots, action, guide), returns
 
 
@@ -1462,7 +1492,8 @@ def test_iteration_advantages_for_every_setting_from_the_graded_pieces():
         optimal=torch.tensor([2, 2, 2, 2]))
     trust = 0.5
     for internal, credit, guide_adv, advantage in itertools.product(
-            ["sum", "mean"], ["trajectory", "step"], ["composite", "env", "none"],
+            ["sum", "mean"], ["trajectory", "step"],
+            ["composite", "env", "outcome", "none", "truth"],
             ["grpo", "drgrpo"]):
         cfg = tiny_config(variant="sg_gr", internal_return=internal, credit=credit,
                           guide_advantage=guide_adv, advantage=advantage, group_size=G)
@@ -1486,6 +1517,91 @@ def test_iteration_advantages_for_every_setting_from_the_graded_pieces():
     default = sg.iteration_advantages(batch, tiny_config(**base), trust, 1)[0]
     for name, other in runs.items():
         assert not torch.allclose(default, other), name
+
+
+def guide_advantages_of(guides, truths, env_return, guide_advantage, steps=None):
+    """Per (rollout, step) guide advantages of iteration_advantages for hand-built episodes
+    of one guide and one action per step: (N, T), read back off the token stream."""
+    n, horizon = guides.shape
+    steps = (guides >= 0).sum(1) if steps is None else steps
+    slots = torch.tensor([[0, 0] + [0, 1, 2] * k + [0, 0, 0] * (horizon - k)
+                          for k in steps.tolist()])
+    batch = sg.Rollouts(
+        tokens=torch.zeros_like(slots), slots=slots, logprobs=torch.zeros(slots.shape),
+        guides=guides, truths=truths, revisits=torch.zeros(n, horizon, dtype=torch.bool),
+        env_return=env_return, steps=steps, optimal=torch.full((n,), 2))
+    cfg = tiny_config(variant="sg_gr", guide_advantage=guide_advantage, group_size=n)
+    tokens = sg.iteration_advantages(batch, cfg, 1.0, 1)[0]
+    return torch.stack([torch.cat([tokens[i][slots[i] == sg.SLOT_GUIDE],
+                                   torch.zeros(horizon - steps[i])]) for i in range(n)])
+
+
+def test_the_outcome_guard_pays_a_guide_for_calling_the_outcome_never_for_praise():
+    """--guide-advantage outcome: each guide token gets A_env,i x g(z_t) / 0.1. One group of
+    four, the first rollout a success: A_env = (3, -1, -1, -1) / sqrt(3)."""
+    success = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    a_env = torch.tensor([3.0, -1.0, -1.0, -1.0]) / math.sqrt(3)
+    truths = torch.full((4, 3), -1)
+    praise = torch.zeros(4, 3, dtype=torch.long)  # "positive" on every step
+    paid = guide_advantages_of(praise, truths, success, "outcome")
+    assert torch.allclose(paid, a_env[:, None].expand(4, 3), atol=1e-5)
+    assert paid[:, 0].sum().abs() < 1e-5  # a constant word: sum_i A_env,i = 0 over the group
+    called = torch.tensor([[0, 0, 0], [2, 2, 2], [2, 1, 2], [2, 2, 2]])  # the outcome, called
+    paid = guide_advantages_of(called, truths, success, "outcome")
+    assert (paid[0] > 0).all() and (paid[[1, 3]] > 0).all() and paid[2, 1] == 0
+    assert paid[2, 0] == pytest.approx(1 / math.sqrt(3), abs=1e-5)
+    # stalling: a failed rollout's three extra "positive" steps change no other token's pay
+    stalled = torch.cat([praise, torch.full((4, 3), -1)], 1)
+    stalled[1, 3:] = 0
+    steps = torch.tensor([3, 6, 3, 3])
+    longer = guide_advantages_of(stalled, torch.full((4, 6), -1), success, "outcome", steps)
+    assert torch.allclose(longer[:, :3], a_env[:, None].expand(4, 3), atol=1e-5)
+    assert torch.allclose(longer[1, 3:], a_env[1].expand(3), atol=1e-5)
+    # a group that all failed carries no outcome to call: nothing is paid
+    assert (guide_advantages_of(called, truths, torch.zeros(4), "outcome") == 0).all()
+
+
+def test_the_truth_control_pays_plus_one_for_the_true_word_minus_one_for_another():
+    guides = torch.tensor([[1, 0, 2], [0, 0, -1]])
+    truths = torch.tensor([[-1, 0, 0], [-1, 2, -1]])  # step 0 judges no move
+    paid = guide_advantages_of(guides, truths, torch.tensor([1.0, 0.0]), "truth")
+    assert paid.tolist() == [[0.0, 1.0, -1.0], [0.0, -1.0, 0.0]]
+    # the outcome does not enter: the same pay whether the episode succeeded or not
+    assert torch.equal(paid, guide_advantages_of(guides, truths, torch.zeros(2), "truth"))
+
+
+def test_the_log_says_what_gradient_reaches_the_guide_and_how_often_it_leaves_the_prior():
+    """guide_gradient: the mean over the sampled guides of the L1 norm of d log p_T(z) / d
+    logits, here by autograd on each guide slot's three logits; guide_off_prior: the share of
+    sampled guides that are not the reference's greedy word, by a full forward per slot."""
+    cfg = tiny_config(variant="sg", guide_temperature=0.5, iterations=1, eval_every=5,
+                      update_epochs=1)
+    policy, reference = tiny_policy(seed=0), tiny_policy(seed=1)
+    before = sg.copy.deepcopy(policy)
+    state, replay = sg.new_train_state(policy, cfg), sg.new_train_state(before, cfg)
+    seeds = [replay.tasks.randrange(sg.TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
+    batch = sg.rollout(before, [s for s in seeds for _ in range(cfg.group_size)], True, cfg,
+                       replay.sampler)  # the iteration's own draws, replayed
+    record = sg.grpo_iteration(policy, reference, cfg, state)
+    guide_ids = [sg.WORD_ID[w] for w in GUIDES]
+    norms, off = [], []
+    for i in range(len(batch.tokens)):
+        positions = [p for p, s in enumerate(batch.slots[i].tolist()) if s == sg.SLOT_GUIDE]
+        for t, p in enumerate(positions):
+            prefix = batch.tokens[i, :p][None]
+            with torch.no_grad():
+                off.append(batch.guides[i, t].item() !=
+                           reference(prefix).logits[0, -1, guide_ids].argmax().item())
+            logits = before(prefix).logits[0, -1, guide_ids].detach().requires_grad_()
+            torch.log_softmax(logits / cfg.guide_temperature, -1)[batch.guides[i, t]].backward()
+            norms.append(logits.grad.abs().sum().item())
+    assert record["guide_off_prior"] == pytest.approx(sum(off) / len(off))
+    assert 0 < record["guide_off_prior"] < 1
+    assert record["guide_gradient"] == pytest.approx(sum(norms) / len(norms), rel=1e-5)
+    plain_cfg = tiny_config(variant="grpo", iterations=1, eval_every=5)
+    plain = tiny_policy()
+    unguided = sg.grpo_iteration(plain, reference, plain_cfg, sg.new_train_state(plain, plain_cfg))
+    assert unguided["action_gradient"] > 0 and "guide_gradient" not in unguided
 
 
 def test_sampled_evaluation_is_reproducible_and_seeded_by_the_run():
@@ -1610,6 +1726,15 @@ def test_episode_metrics_on_hand_built_rollouts():
     assert metrics["guide_accuracy_other"] == pytest.approx(1 / 2)
     assert metrics["looping_episodes"] == 0.5 and metrics["revisits"] == 0.5  # one, in episode 0
     assert metrics["guide_progress_accuracy"] == pytest.approx((1 / 2 + 0) / 2)  # no bump here
+    # the probability of the true word: judged (truth 0, p .7), (truth 0, p .2), (truth 2, p .4)
+    probs = torch.zeros(2, 3, 3)
+    probs[0, 1], probs[0, 2], probs[1, 1] = (torch.tensor(p) for p in
+                                             ([.7, .2, .1], [.2, .1, .7], [.5, .1, .4]))
+    stale = torch.tensor([[False, False, True], [False, True, False]])
+    metrics = sg.episode_metrics(sg.dataclasses.replace(rollouts, guide_probs=probs, stale=stale))
+    assert metrics["guide_true_prob_progress"] == pytest.approx(((.7 + .2) / 2 + .4) / 2)
+    assert metrics["guide_true_prob_stale"] == pytest.approx((.2 + .4) / 2)
+    assert metrics["guide_accuracy_stale"] == 0.0
     one_bump = sg.dataclasses.replace(rollouts, truths=torch.tensor([[-1, 0, 0], [-1, 1, -1]]))
     metrics = sg.episode_metrics(one_bump)  # the bump (truth neutral, guide positive) is wrong:
     assert metrics["guide_balanced_accuracy"] == pytest.approx((1 / 2 + 0) / 2)  # its recall 0

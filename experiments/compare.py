@@ -65,8 +65,13 @@ class Experiment(Seeds):
                                  "slot costs GRPO, and why) or sampling (the core rows, and the "
                                  "guided ones with guides sampled in training at the other "
                                  "temperature, 0.1 or 1) or house (the paper's rows, guides "
-                                 "trained by the KL alone, guides at temperature 1)",
-                        ["paper", "core", "oracle", "slot", "sampling", "house"])
+                                 "trained by the KL alone, guides at temperature 1) or guide "
+                                 "(the core rows, the full method with guides paid for the "
+                                 "outcome, and guides paid for the truth, each at 0.1 and 1) "
+                                 "or gradient (the full method under three guide advantages, "
+                                 "at 0.1 and 1: what reaches the guide)",
+                        ["paper", "core", "oracle", "slot", "sampling", "house", "guide",
+                         "gradient"])
     controls: bool = setting(False, "add the control rows (oracle and random reward)")
     guards: bool = setting(False, "add the guard ablation rows")
     quick: bool = setting(False, "a smaller preset for a laptop demo: see QUICK")
@@ -161,6 +166,19 @@ HOUSE_ROWS = ROWS + [  # --rows house: does the guide co-evolve where it has a r
     ("GRPO w/ SG, guides at temperature 1", {"variant": "sg", "guide_temperature": 1.0}),
     ("GRPO w/ SG & GR, guides at temperature 1", {"variant": "sg_gr", "guide_temperature": 1.0}),
 ]
+GUIDE_ROWS = ROWS[:3] + [  # --rows guide: can the guide learn, and does the outcome teach it?
+    ("GRPO w/ SG & GR, guides at temperature 1", {"variant": "sg_gr", "guide_temperature": 1.0}),
+    ("GRPO w/ SG & GR, outcome guard", {"variant": "sg_gr", "guide_advantage": "outcome"}),
+    ("GRPO w/ SG & GR, outcome guard, guides at temperature 1",
+     {"variant": "sg_gr", "guide_advantage": "outcome", "guide_temperature": 1.0}),
+    ("control: guides paid for the truth", {"variant": "sg_gr", "guide_advantage": "truth"}),
+    ("control: guides paid for the truth, at temperature 1",
+     {"variant": "sg_gr", "guide_advantage": "truth", "guide_temperature": 1.0}),
+]
+GRADIENT_ROWS = [  # --rows gradient: what reaches the guide under each advantage, at 0.1 and 1
+    (f"GRPO w/ SG & GR, guide advantage {advantage}, guides at temperature {temperature:g}",
+     {"variant": "sg_gr", "guide_advantage": advantage, "guide_temperature": temperature})
+    for advantage in ("env", "none", "composite") for temperature in (0.1, 1.0)]
 GUARD_ROWS = [  # --guards: which guard the full method needs, starting from the paper as written
     ("GRPO w/ SG & GR, paper-faithful", {"variant": "sg_gr", **sg.PAPER_FAITHFUL}),
     ("  + guide KL only", {"variant": "sg_gr", **sg.PAPER_FAITHFUL, "kl_guide": 0.1}),
@@ -178,7 +196,8 @@ GUARD_ROWS = [  # --guards: which guard the full method needs, starting from the
 def compare_rows(cfg: sg.Config, exp: Experiment) -> list:
     """The rows a comparison trains, in table order, each once."""
     rows = {"paper": ROWS, "core": ROWS[:3], "oracle": ORACLE_ROWS, "slot": SLOT_ROWS,
-            "sampling": sampling_rows(cfg.guide_temperature), "house": HOUSE_ROWS}[exp.rows] \
+            "sampling": sampling_rows(cfg.guide_temperature), "house": HOUSE_ROWS,
+            "guide": GUIDE_ROWS, "gradient": GRADIENT_ROWS}[exp.rows] \
         + (CONTROL_ROWS if exp.controls else []) + (GUARD_ROWS if exp.guards else [])
     return list(dict(rows).items())
 
@@ -197,8 +216,10 @@ def trunk_config(cfg: sg.Config) -> sg.Config:
     without a guide slot, GRPO w/ SG for the others. Until lambda > 0, everything about the
     internal reward (its source, its form, its credit, which advantage the guide gets) is
     multiplied by zero, so those settings are reset here and rows that differ only in them
-    share one trunk. (Guides trained by the KL alone differ from the first iteration on.)"""
-    guide_advantage = "none" if cfg.guide_advantage == "none" else "composite"
+    share one trunk. (Guides trained by the KL alone, or paid for the outcome or the truth,
+    differ from the first iteration on.)"""
+    guide_advantage = (cfg.guide_advantage if cfg.guide_advantage in ("none", "outcome", "truth")
+                       else "composite")
     return dataclasses.replace(cfg, variant="grpo" if cfg.variant == "grpo" else "sg",
                                schedule="trapezoid", enter_at=0.5, internal_reward="guide",
                                internal_return="sum", guide_advantage=guide_advantage,
@@ -294,7 +315,7 @@ def compare_trunk(cfg: sg.Config, rows):
     probe = probe_episodes(prior, cfg) if any(c.guided for c in configs.values()) else None
     results = {}
     for row, (policy, records) in trained.items():
-        final = sg.final_metrics(records, cfg.final_evals)
+        final = {**sg.final_metrics(records, cfg.final_evals), **training_means(records)}
         if configs[row].guided:  # the final policy's guide on the fixed probe (probe.py)
             final.update(probe_metrics(policy, probe))
         results[row] = {"final": final,
@@ -303,6 +324,20 @@ def compare_trunk(cfg: sg.Config, rows):
         sg.write_atomic(Path(cfg.out) / f"seed{cfg.seed}-{slug(row)}.jsonl",
                      "".join(json.dumps(r) + "\n" for r in records))
     sg.write_atomic(unit_path(cfg, rows), json.dumps(results))  # last: the unit is done
+
+
+GRADIENT_KEYS = ("guide_gradient", "action_gradient", "guide_off_prior")  # selfguide's record
+
+
+def training_means(records: list) -> dict:
+    """What reached the guide over a run: each gradient diagnostic of the per-iteration
+    records (selfguide.grpo_iteration) averaged over the iterations, as train_<key>."""
+    means = {}
+    for key in GRADIENT_KEYS:
+        values = [r[key] for r in records if r.get(key) is not None]
+        if values:
+            means[f"train_{key}"] = sum(values) / len(values)
+    return means
 
 
 def slug(row: str) -> str:
@@ -413,7 +448,10 @@ def co_evolution(per_seed: list[dict]) -> list[str]:
                      f"{mean_and_spread(correlations)[0]:+.2f} (mean over seeds)" +
                      ("" if PROGRESS not in per_seed[0][row]["final"] else
                       f"; progress accuracy {progress[0]:.3f} -> {progress[1]:.3f}"))
-        for key, where in [(PROGRESS, ""), ("guide_accuracy_stale", "; where the stale map errs")]:
+        for key, where in [(PROGRESS, ""),
+                           ("guide_true_prob_progress", "; probability of the true word"),
+                           ("guide_accuracy_stale", "; where the stale map errs"),
+                           ("guide_true_prob_stale", "; probability of the true word there")]:
             for prefix, judged in [("", "its own rollouts"), ("probe_", "the fixed probe")]:
                 pair = [[s[r]["final"].get(prefix + key) for s in per_seed]
                         for r in ("ReAct w/ SG", row)]
@@ -423,6 +461,12 @@ def co_evolution(per_seed: list[dict]) -> list[str]:
                               f"{mean_and_spread(pair[1])[0]:.3f}, "
                               f"{interval_text([a - b for a, b in zip(pair[1], pair[0])])}")
                 where = ""
+        gradient = [mean_and_spread([s[row]["final"].get(f"train_{k}") for s in per_seed])[0]
+                    for k in GRADIENT_KEYS]
+        if not math.isnan(gradient[0]):
+            lines[-1] += (f"; over training, |d log p(guide) / d logits| {gradient[0]:.3g} "
+                          f"(actions' {gradient[1]:.3g}), guides off the prior's word "
+                          f"{gradient[2]:.3f}")
     return lines
 
 

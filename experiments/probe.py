@@ -5,8 +5,9 @@ which moves it is asked to judge (a policy that walks where judging is easy scor
 without judging any better). On the probe every policy judges the very same moves: the
 prior's greedy held-out episodes, stored once per seed. Each policy reads those token
 streams (teacher-forced, the prior's own guides and moves in the history) and writes its
-greedy guide at every guide slot; the guides are scored against the true progress of the
-moves they judge, as selfguide.episode_metrics scores a rollout's.
+greedy guide at every guide slot, and its probability of each guide word; the guides are
+scored against the true progress of the moves they judge, as selfguide.episode_metrics scores
+a rollout's.
 
     probe = probe_episodes(prior, cfg)       # the prior's greedy held-out episodes
     probe_metrics(checkpoint, probe)         # {"probe_guide_progress_accuracy": ..., ...}
@@ -37,25 +38,19 @@ def probe_episodes(prior, cfg: sg.Config) -> sg.Rollouts:
                                for i in range(0, len(seeds), BATCH)])
 
 
-@torch.no_grad()
-def judge(policy, probe: sg.Rollouts) -> torch.Tensor:
-    """(N, T) index into GUIDES: the greedy guide `policy` writes at each guide slot of the
-    stored episodes, reading their streams as they are; -1 where the episode has no guide."""
-    guides = torch.full_like(probe.guides, -1)
-    for rows in torch.arange(len(probe.tokens), device=probe.tokens.device).split(BATCH):
-        tokens, slots = probe.tokens[rows], probe.slots[rows]                   # (b, L)
-        targets, logp = sg.slot_logprobs(policy, tokens, slots)                 # (Q,), (b, Q, W)
-        is_action = slots == sg.SLOT_ACTION
-        step = (is_action.cumsum(1) - is_action.long())[:, targets]             # (b, Q)
-        row, column = (slots[:, targets] == sg.SLOT_GUIDE).nonzero(as_tuple=True)
-        # at a guide slot only the guide words are allowed: writable indices 0-2 are GUIDES
-        guides[rows[row], step[row, column]] = logp[row, column].argmax(-1)
-    return guides
+def judge(policy, probe: sg.Rollouts) -> sg.Rollouts:
+    """The probe as `policy` judges it: at each guide slot of the stored episodes, read as they
+    are, its greedy guide (`guides`, -1 where the episode has no guide) and its distribution
+    over the guide words (`guide_probs`, temperature 1)."""
+    logp = sg.judge_streams(policy, probe, BATCH)                              # (N, T, 3)
+    written = probe.guides >= 0
+    return dataclasses.replace(probe, guides=torch.where(written, logp.argmax(-1), -1),
+                               guide_probs=torch.where(written[..., None], logp.exp(), 0.0))
 
 
 def probe_metrics(policy, probe: sg.Rollouts) -> dict:
     """The guide metrics of selfguide.episode_metrics (shares, accuracy, balanced and
     progress accuracy, ...) for `policy` judging the probe, each named probe_<metric>."""
-    metrics = sg.episode_metrics(dataclasses.replace(probe, guides=judge(policy, probe)))
+    metrics = sg.episode_metrics(judge(policy, probe))
     return {f"probe_{k}": v for k, v in metrics.items()
             if k.startswith("guide_") or k.startswith("share_")}

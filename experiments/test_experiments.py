@@ -186,6 +186,41 @@ def test_compare_table_is_exact_markdown_for_one_seed_and_for_several():
         "| 0.875 ± 0.000 | 0.938 ± 0.000 | 0.62 ± 0.00 |"])
 
 
+def test_co_evolution_lines_pair_own_rollouts_and_the_probe_on_stale_moves_and_gradients():
+    """Each guided row's line: the progress accuracy, then each of the probability of the true
+    word, the stale moves' accuracy and their probability of the true word, on its own
+    rollouts and on the fixed probe, prior -> trained with the paired interval; then what
+    reached the guide over training. Two seeds, the differences hand-computed."""
+    prior = {"success": 0.1, "guide_balanced_accuracy": 0.5, "guide_progress_accuracy": 0.6,
+             "guide_true_prob_progress": 0.55, "guide_accuracy_stale": 0.0,
+             "guide_true_prob_stale": 0.1, "probe_guide_progress_accuracy": 0.6,
+             "probe_guide_true_prob_progress": 0.55, "probe_guide_accuracy_stale": 0.0,
+             "probe_guide_true_prob_stale": 0.1}
+
+    def seed(up):  # the trained row: every figure `up` above the prior's
+        final = {k: (v + up if k != "success" else 0.3) for k, v in prior.items()}
+        final.update(train_guide_gradient=0.02 + up, train_action_gradient=1.5,
+                     train_guide_off_prior=0.01)
+        return {"ReAct w/ SG": {"final": dict(prior), "history": []},
+                "GRPO w/ SG & GR": {"final": final, "history": [
+                    (2, {"success": 0.2, "guide_balanced_accuracy": 0.5}),
+                    (4, {"success": 0.3, "guide_balanced_accuracy": 0.5 + up})]}}
+    line = compare.co_evolution([seed(0.1), seed(0.3)])[0]
+    # differences 0.1 and 0.3: mean 0.2, sample std 0.1414, t(0.975, 1 df) = 12.706
+    half = 12.706 * 0.1414214 / math.sqrt(2)
+    pair = f"+0.200 [{0.2 - half:+.3f}, {0.2 + half:+.3f}]"
+    assert line == (
+        "GRPO w/ SG & GR: guide balanced accuracy 0.500 (prior) -> 0.700; correlation with "
+        "held-out success over its evaluations +1.00 (mean over seeds); progress accuracy "
+        f"0.600 -> 0.800, on the fixed probe 0.600 -> 0.800, {pair}; probability of the true "
+        f"word, on its own rollouts 0.550 -> 0.750, {pair}, on the fixed probe 0.550 -> 0.750, "
+        f"{pair}; where the stale map errs, on its own rollouts 0.000 -> 0.200, {pair}, on the "
+        f"fixed probe 0.000 -> 0.200, {pair}; probability of the true word there, on its own "
+        f"rollouts 0.100 -> 0.300, {pair}, on the fixed probe 0.100 -> 0.300, {pair}; over "
+        "training, |d log p(guide) / d logits| 0.22 (actions' 1.5), guides off the prior's "
+        "word 0.010")
+
+
 # --- trunk sharing: rows branch off the lambda = 0 prefix they share ---
 
 def test_branching_off_the_shared_prefix_equals_training_each_row_alone():
@@ -202,7 +237,9 @@ def test_branching_off_the_shared_prefix_equals_training_each_row_alone():
                                                 credit="step"),
                "grpo": sg.dataclasses.replace(cfg, variant="grpo"),
                "grpo + oracle": sg.dataclasses.replace(cfg, variant="grpo",
-                                                       internal_reward="oracle")}
+                                                       internal_reward="oracle"),
+               "outcome": sg.dataclasses.replace(cfg, variant="sg_gr", guide_advantage="outcome"),
+               "truth": sg.dataclasses.replace(cfg, variant="sg_gr", guide_advantage="truth")}
     branched = compare.train_rows(prior, configs)
     # trapezoid and no_anneal branch from the same snapshot: the second must not inherit the
     # first one's optimizer state
@@ -252,7 +289,8 @@ def test_an_interrupted_compare_resumes_to_the_table_of_an_uninterrupted_one(
     for seed in resumed:
         assert {r for r in seed if "probe_guide_accuracy" in seed[r]["final"]} == \
             {"ReAct w/ SG", "GRPO w/ SG", "GRPO w/ SG & GR"}
-    assert table(out).count("on the fixed probe") == 2
+    # the two guided rows' lines: the progress accuracy and the true word's probability there
+    assert table(out).count("on the fixed probe") == 2 * 2
     logs = sorted((tmp_path / "whole").glob("seed*.jsonl"))
     assert len(logs) == 2 * 3  # seeds x trained rows
     for log in logs:
@@ -368,12 +406,16 @@ def test_the_probe_of_the_prior_is_its_own_greedy_evaluation():
     the guides its KV-cached rollout wrote, so its probe metrics are its evaluation's."""
     cfg, prior = tiny_config(eval_tasks=40), tiny_policy(seed=3)
     episodes = probe.probe_episodes(prior, cfg)
-    assert torch.equal(probe.judge(prior, episodes), episodes.guides)
+    judged = probe.judge(prior, episodes)
+    assert torch.equal(judged.guides, episodes.guides)
+    assert torch.allclose(judged.guide_probs, episodes.guide_probs, atol=1e-5)
     evaluated = sg.evaluate(prior, cfg, guided=True)
     metrics = probe.probe_metrics(prior, episodes)
     assert metrics["probe_guide_accuracy"] is not None
-    assert metrics == {f"probe_{k}": v for k, v in evaluated.items()
-                       if k.startswith(("guide_", "share_"))}
+    expected = {f"probe_{k}": v for k, v in evaluated.items() if k.startswith(("guide_", "share_"))}
+    assert metrics.keys() == expected.keys() and "probe_guide_true_prob_progress" in metrics
+    for key, value in expected.items():  # the true word's probability: teacher-forced, to rounding
+        assert metrics[key] == (pytest.approx(value, abs=1e-6) if "true_prob" in key else value)
 
 
 def test_the_probe_scores_another_policys_guides_on_the_stored_moves():
@@ -383,9 +425,11 @@ def test_the_probe_scores_another_policys_guides_on_the_stored_moves():
     cfg = tiny_config(eval_tasks=6)
     prior, other = tiny_policy(seed=3), tiny_policy(seed=4)
     episodes = probe.probe_episodes(prior, cfg)
-    guides = probe.judge(other, episodes)
+    judged_by_other = probe.judge(other, episodes)
+    guides = judged_by_other.guides
     guide_ids = [sg.WORD_ID[w] for w in sg.GUIDES]
     right = judged = 0
+    true_probs = {0: [], 2: []}  # by the truth of the judged move (positive, negative)
     for i in range(len(episodes.tokens)):
         slots = episodes.slots[i].tolist()
         positions = [p for p, s in enumerate(slots) if s == sg.SLOT_GUIDE]
@@ -394,11 +438,17 @@ def test_the_probe_scores_another_policys_guides_on_the_stored_moves():
             with torch.no_grad():
                 logits = other(episodes.tokens[i, :p][None]).logits[0, -1, guide_ids]
             assert guides[i, t].item() == logits.argmax().item()
+            assert torch.allclose(judged_by_other.guide_probs[i, t], logits.softmax(-1), atol=1e-5)
             truth = episodes.truths[i, t].item()
             if truth >= 0:
                 right, judged = right + (guides[i, t].item() == truth), judged + 1
-    assert probe.probe_metrics(other, episodes)["probe_guide_accuracy"] == \
-        pytest.approx(right / judged)
+            if truth in true_probs:
+                true_probs[truth].append(logits.softmax(-1)[truth].item())
+    metrics = probe.probe_metrics(other, episodes)
+    assert metrics["probe_guide_accuracy"] == pytest.approx(right / judged)
+    by_truth = [sum(p) / len(p) for p in true_probs.values() if p]
+    assert metrics["probe_guide_true_prob_progress"] == pytest.approx(
+        sum(by_truth) / len(by_truth), abs=1e-5)
     assert not torch.equal(guides, episodes.guides)  # another policy: other guides somewhere
 
 
