@@ -19,14 +19,27 @@ import benchmark  # noqa: E402
 import checkpoints  # noqa: E402
 import compare  # noqa: E402
 import plots  # noqa: E402
+import priors  # noqa: E402
 import probe  # noqa: E402
 import prompted  # noqa: E402
 import selfguide as sg  # noqa: E402
 import toy_env  # noqa: E402
-from test_selfguide import TINY_ARGS, tiny_config, tiny_policy  # noqa: E402
+from test_selfguide import SHARED, TINY_ARGS, tiny_config, tiny_policy  # noqa: E402
+from test_selfguide import prior_cache, tiny_run  # noqa: E402, F401  (the session's fixtures)
 
 MATPLOTLIB = "the figures' tests need the optional matplotlib: pip install matplotlib"
 COMPARE_ARGS = TINY_ARGS + ["--rows", "core", "--seeds", "2", "--workers", "1"]
+
+
+@pytest.fixture
+def comparison(prior_cache, tmp_path_factory):
+    """compare.py with COMPARE_ARGS, run once a session: (its per-seed results, its folder),
+    read by the tests of resuming, of a refused command and of the figures."""
+    if "comparison" not in SHARED:
+        out = tmp_path_factory.getbasetemp() / "comparison"
+        per_seed = compare.main(COMPARE_ARGS + ["--prior-cache", str(prior_cache), "--out", str(out)])
+        SHARED["comparison"] = (per_seed, out)
+    return SHARED["comparison"]
 
 
 # --- the command line and the rows ---
@@ -40,7 +53,7 @@ def test_quick_preset_changes_defaults_but_explicit_flags_win():
 
 def test_default_rows_are_the_papers_table_and_one_run_settings_are_refused(capsys):
     cfg, exp = compare.parse_args([])
-    assert compare.compare_rows(cfg, exp)[:3] == compare.ROWS[:3] and cfg.out == "runs/compare"
+    assert compare.compare_rows(cfg, exp) == compare.ROWS and cfg.out == "runs/compare"
     for argv in (["--show", "1"], ["--eval-only"], ["--init-from", "runs/x"]):
         with pytest.raises(SystemExit) as stop:
             compare.parse_args(argv)
@@ -61,18 +74,6 @@ def test_compare_rows_add_labelled_controls_once():
 
 
 # --- paired statistics and the table ---
-
-def test_compare_table_reports_mean_std_and_paired_differences():
-    per_seed = [{"GRPO": {"final": {"success": 0.5, "steps_over_optimal": 1.2}},
-                 "X": {"final": {"success": 0.6, "steps_over_optimal": 1.1}}},
-                {"GRPO": {"final": {"success": 0.7, "steps_over_optimal": None}},
-                 "X": {"final": {"success": 0.9, "steps_over_optimal": 1.3}}}]
-    table = compare.compare_table(per_seed)
-    assert "| GRPO | 0.600 ± 0.141 | - | 1.20 ± 0.00 | - | - |" in table  # no SG row: one column
-    # differences 0.1 and 0.2: mean 0.15, sample std 0.0707, t(0.975, 1 df) = 12.706
-    half = 12.706 * 0.1 / math.sqrt(2) / math.sqrt(2)
-    assert f"| X | 0.750 ± 0.212 | +0.150 [{0.15 - half:+.3f}, {0.15 + half:+.3f}] |" in table
-
 
 def test_co_evolution_reports_the_captured_share_and_the_accuracy_trend():
     def seed(sg_success, method, oracle, accuracies):
@@ -184,6 +185,18 @@ def test_compare_table_is_exact_markdown_for_one_seed_and_for_several():
         "| GRPO | 0.450 ± 0.071 | - | -0.350 [-1.621, +0.921] | 1.25 ± 0.00 | - | - | - |",
         "| GRPO w/ SG | 0.800 ± 0.071 | +0.350 [-0.921, +1.621] | - | 1.50 ± 0.00 "
         "| 0.875 ± 0.000 | 0.938 ± 0.000 | 0.62 ± 0.00 |"])
+    # without a GRPO w/ SG row, one column of differences; an undefined value is left out of
+    # its mean (X - GRPO: +0.1 and +0.2, sd 0.0707, half-width 12.706 x 0.0707 / sqrt(2))
+    per_seed = [{"GRPO": {"final": {"success": 0.5, "steps_over_optimal": 1.2}},
+                 "X": {"final": {"success": 0.6, "steps_over_optimal": 1.1}}},
+                {"GRPO": {"final": {"success": 0.7, "steps_over_optimal": None}},
+                 "X": {"final": {"success": 0.9, "steps_over_optimal": 1.3}}}]
+    assert compare.compare_table(per_seed) == "\n".join([
+        "| row | held-out success | vs GRPO [95% CI] | steps / optimal | guide bal. acc. | "
+        "guide progress acc. | positive guides |",
+        "|---|---|---|---|---|---|---|",
+        "| GRPO | 0.600 ± 0.141 | - | 1.20 ± 0.00 | - | - | - |",
+        "| X | 0.750 ± 0.212 | +0.150 [-0.485, +0.785] | 1.20 ± 0.14 | - | - | - |"])
 
 
 def test_co_evolution_lines_pair_own_rollouts_and_the_probe_on_stale_moves_and_gradients():
@@ -257,9 +270,9 @@ def test_branching_off_the_shared_prefix_equals_training_each_row_alone():
 # --- work units that survive faults ---
 
 def test_an_interrupted_compare_resumes_to_the_table_of_an_uninterrupted_one(
-        tmp_path, monkeypatch, capsys):
-    cache = ["--prior-cache", str(tmp_path / "priors")]
-    whole = compare.main(COMPARE_ARGS + cache + ["--out", str(tmp_path / "whole")])
+        tmp_path, prior_cache, comparison, monkeypatch, capsys):
+    cache = ["--prior-cache", str(prior_cache)]
+    whole, whole_folder = comparison
     real_trunk, calls = compare.compare_trunk, []
 
     def interrupted(cfg, rows):
@@ -284,35 +297,38 @@ def test_an_interrupted_compare_resumes_to_the_table_of_an_uninterrupted_one(
     assert all(unit.stat().st_mtime_ns == time for unit, time in saved.items())  # not redone
     assert resumed == json.loads(json.dumps(whole))  # every row, every evaluation, every seed
     table = lambda folder: (folder / "compare.md").read_text().split("\n\n", 1)[1]  # noqa: E731
-    assert table(out) == table(tmp_path / "whole")
+    assert table(out) == table(whole_folder)
     # every guided row's final policy judged the fixed probe, the prior's episodes of its seed
     for seed in resumed:
         assert {r for r in seed if "probe_guide_accuracy" in seed[r]["final"]} == \
             {"ReAct w/ SG", "GRPO w/ SG", "GRPO w/ SG & GR"}
     # the two guided rows' lines: the progress accuracy and the true word's probability there
     assert table(out).count("on the fixed probe") == 2 * 2
-    logs = sorted((tmp_path / "whole").glob("seed*.jsonl"))
+    logs = sorted(whole_folder.glob("seed*.jsonl"))
     assert len(logs) == 2 * 3  # seeds x trained rows
     for log in logs:
         assert log.read_text() == (out / log.name).read_text(), log.name
 
 
-def test_a_different_command_on_the_same_compare_folder_is_refused(tmp_path):
-    cache = ["--prior-cache", str(tmp_path / "priors")]
-    out = ["--out", str(tmp_path / "c")]
-    first = compare.main(COMPARE_ARGS + cache + out + ["--iterations", "2"])
+def test_a_different_command_on_the_same_compare_folder_is_refused(tmp_path, prior_cache,
+                                                                    comparison, capsys):
+    import shutil
+    first, folder = comparison
+    shutil.copytree(folder, tmp_path / "c")
+    cache, out = ["--prior-cache", str(prior_cache)], ["--out", str(tmp_path / "c")]
     with pytest.raises(SystemExit, match=r"other settings \(--seeds 2 there, 3 now\)"):
-        compare.main(COMPARE_ARGS + cache + out + ["--iterations", "2", "--seeds", "3"])
-    again = compare.main(COMPARE_ARGS + cache + out + ["--iterations", "2", "--workers", "2"])
-    assert again == json.loads(json.dumps(first))  # --workers changes no number: same command
+        compare.main(COMPARE_ARGS + cache + out + ["--seeds", "3"])
+    assert not (tmp_path / "c" / "units" / "seed2-prompting.json").exists()  # nothing trained
+    again = compare.main(COMPARE_ARGS + cache + out + ["--workers", "2"])  # the same command:
+    assert "resuming" in capsys.readouterr().out and again == json.loads(json.dumps(first))
 
 
-def test_sigterm_stops_a_compare_that_the_same_command_then_finishes(tmp_path):
+def test_sigterm_stops_a_compare_that_the_same_command_then_finishes(tmp_path, prior_cache):
     import signal
     import subprocess
     import sys
     import time
-    args = COMPARE_ARGS + ["--prior-cache", str(tmp_path / "priors"), "--out", str(tmp_path / "c"),
+    args = COMPARE_ARGS + ["--prior-cache", str(prior_cache), "--out", str(tmp_path / "c"),
                            "--iterations", "20"]
     run = subprocess.Popen([sys.executable, str(ROOT / "experiments" / "compare.py")] + args, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
@@ -373,17 +389,18 @@ def test_a_second_model_writes_the_guides_and_the_policy_the_actions():
     assert torch.allclose(alone.logprobs, itself.logprobs, atol=1e-6)
 
 
-def test_checkpoints_steer_fixed_policies_and_the_run_is_selfguides_own(tmp_path, capsys):
-    cache = ["--prior-cache", str(tmp_path / "priors")]
+def test_checkpoints_steer_fixed_policies_and_the_run_is_selfguides_own(tmp_path, prior_cache,
+                                                                         tiny_run, capsys):
+    cache = ["--prior-cache", str(prior_cache)]
     per_seed = checkpoints.main(TINY_ARGS + cache + ["--seeds", "1", "--out", str(tmp_path / "k")])
     seed = per_seed[0]
     assert len(seed["own"]) == len(checkpoints.FRACTIONS) == len(seed["steered"]["prior"])
     # the checkpoints come from the very run `python selfguide.py` trains with these settings
-    rows = sg.main(TINY_ARGS + cache + ["--out", str(tmp_path / "run")])
+    rows, run = tiny_run
     assert rows[-1][1] == seed["final_metrics"]
     # steering, replayed with that run's saved final policy and the cached prior
     cfg = sg.parse_config(TINY_ARGS + cache)
-    prior, final = sg.load_or_train_prior(cfg, "cpu"), sg.load_policy(tmp_path / "run", cfg, "cpu")
+    prior, final = sg.load_or_train_prior(cfg, "cpu"), sg.load_policy(run, cfg, "cpu")
     assert seed["own"][-1] == sg.evaluate(final, cfg, True)
     assert seed["steered"]["prior"][-1] == sg.evaluate(checkpoints.Steered(prior, final), cfg, True)
     assert seed["steered"]["final"][0] == sg.evaluate(checkpoints.Steered(final, prior), cfg, True)
@@ -397,6 +414,45 @@ def test_checkpoints_steer_fixed_policies_and_the_run_is_selfguides_own(tmp_path
     assert len(seed["probe"]) == len(checkpoints.FRACTIONS) and "\n| final | " in \
         table.split("judging the probe")[1]
     assert "written to" in capsys.readouterr().out
+
+
+# --- the priors' table ---
+
+def test_priors_table_gives_a_row_a_seed_then_the_mean_spread_and_range():
+    guided = [{"prior_updates": 10, "prior_calibration_accuracy": 0.5, "guide_accuracy": None,
+               "guide_progress_accuracy": 0.7, "guide_balanced_accuracy": 0.6, "success": 0.25},
+              {"prior_updates": 30, "prior_calibration_accuracy": None, "guide_accuracy": None,
+               "guide_progress_accuracy": 0.9, "guide_balanced_accuracy": 0.8, "success": 0.75}]
+    unguided = [{"success": 0.1}, {"success": 0.3}]
+    assert priors.table([3, 4], guided, unguided) == "\n".join([
+        "| seed | cloning updates | calibration progress acc. | held-out progress acc. | "
+        "held-out bal. acc. | held-out accuracy | ReAct w/ SG | ReAct |",
+        "|---|---|---|---|---|---|---|---|",
+        "| 3 | 10 | 0.500 | 0.700 | 0.600 | - | 0.250 | 0.100 |",
+        "| 4 | 30 | - | 0.900 | 0.800 | - | 0.750 | 0.300 |",
+        "| mean ± std (min-max) | 20 ± 14 (10-30) | 0.500 ± 0.000 (0.500-0.500) | "
+        "0.800 ± 0.141 (0.700-0.900) | 0.700 ± 0.141 (0.600-0.800) | - | "
+        "0.500 ± 0.354 (0.250-0.750) | 0.200 ± 0.141 (0.100-0.300) |"])
+
+
+def test_priors_evaluates_each_seeds_cached_prior_and_resumes(tmp_path, prior_cache):
+    args = TINY_ARGS + ["--seeds", "2", "--workers", "1", "--prior-cache", str(prior_cache),
+                        "--out", str(tmp_path)]
+    units = priors.main(args)
+    cfg, _ = priors.parse_args(args)
+    for k, unit in enumerate(units):  # each seed's own prior, evaluated without and with guides
+        seed_cfg = sg.dataclasses.replace(cfg, seed=k)
+        prior = sg.load_policy(prior_cache / f"prior-{sg.prior_key(seed_cfg)}", seed_cfg, "cpu")
+        assert unit["ReAct"]["final"] == sg.evaluate(prior, seed_cfg, guided=False)
+        evaluated = sg.evaluate(prior, seed_cfg, guided=True)
+        assert {k: unit["ReAct w/ SG"]["final"][k] for k in evaluated} == evaluated
+        assert unit["ReAct w/ SG"]["final"]["prior_updates"] == prior.config.stage0["updates"]
+    written = (tmp_path / "priors.md").read_text()
+    assert written.endswith(priors.table([0, 1], [u["ReAct w/ SG"]["final"] for u in units],
+                                         [u["ReAct"]["final"] for u in units]) + "\n")
+    saved = {u: u.stat().st_mtime_ns for u in (tmp_path / "units").iterdir()}
+    assert priors.main(args) == units  # the same command again: every seed read back
+    assert all(u.stat().st_mtime_ns == t for u, t in saved.items())
 
 
 # --- the fixed probe: every policy judges the prior's stored episodes ---
@@ -487,9 +543,17 @@ def test_uniform_moves_reach_the_goal_as_often_as_the_exact_walk(monkeypatch):
             reached += after.pop(env._goal, 0.0)
             where = after
         exact.append(reached)
-    monkeypatch.setattr(prompted, "RANDOM_DRAWS", 400)
-    estimate = prompted.uniform_moves(cfg)  # 1,200 episodes: std about 0.014
-    assert 0.05 < sum(exact) / 3 < 0.95 and estimate == pytest.approx(sum(exact) / 3, abs=0.06)
+    # 4,000 walks a maze: the estimate's std is about 0.007 a maze and 0.004 pooled, while a
+    # walk one move short reaches the goal 0.015 to 0.029 less often on these mazes
+    monkeypatch.setattr(prompted, "RANDOM_DRAWS", 4000)
+    estimate = prompted.uniform_moves(cfg)
+    assert 0.05 < sum(exact) / 3 < 0.95 and estimate == pytest.approx(sum(exact) / 3, abs=0.008)
+    base = sg.EVAL_SEED_BASE
+    for i, probability in enumerate(exact):  # maze by maze: a maze's episodes are its own
+        monkeypatch.setattr(sg, "EVAL_SEED_BASE", base + i)
+        alone = prompted.uniform_moves(sg.dataclasses.replace(cfg, eval_tasks=1))
+        assert alone == pytest.approx(probability, abs=0.013), i
+    monkeypatch.setattr(sg, "EVAL_SEED_BASE", base)
     assert prompted.main(["--model", "random", "--size", "4", "--min-distance", "3",
                           "--max-steps", "12", "--eval-tasks", "3"])["uniform random moves"][
         "success"] == prompted.uniform_moves(cfg)  # the command's figure, the same draws
@@ -516,20 +580,21 @@ def labelled_lines(figure) -> dict:
             if not line.get_label().startswith("_")}
 
 
-def test_plot_of_a_comparison_draws_its_figures_into_its_folder(tmp_path, monkeypatch):
+def test_plot_of_a_comparison_draws_its_figures_into_its_folder(tmp_path, comparison,
+                                                                 monkeypatch):
+    """A real comparison's folder (the figures' numbers: the synthetic tests below)."""
+    import shutil
     pytest.importorskip("matplotlib", reason=MATPLOTLIB)
     figures = drawn(monkeypatch)
-    out = tmp_path / "c"
-    per_seed = compare.main(COMPARE_ARGS + ["--cue", "--cue-misjudge", "revisit", "--out",
-                                       str(out), "--prior-cache", str(tmp_path / "priors")])
+    per_seed, folder = comparison
+    out = shutil.copytree(folder, tmp_path / "c")
     plots.main([str(out)])
     assert sorted(figures) == ["co-evolution.png", "compare.png"]
-    # with --cue-misjudge revisit, the co-evolution figure's accuracy is the one on revisits
-    axis = figures["co-evolution.png"].axes[0]
-    assert axis.get_ylabel() == "guide accuracy revisit"
+    axis = figures["co-evolution.png"].axes[0]  # no misjudged moves: the progress accuracy
+    assert axis.get_ylabel() == "guide progress accuracy"
     held_out = {line.get_label(): list(line.get_ydata()) for line in axis.get_lines()}
-    first = [s["GRPO w/ SG"]["history"][0][1]["guide_accuracy_revisit"] for s in per_seed]
-    assert None not in first  # the first evaluation's accuracy on revisits, mean over seeds:
+    first = [s["GRPO w/ SG"]["history"][0][1]["guide_progress_accuracy"] for s in per_seed]
+    assert None not in first  # the first evaluation's, mean over seeds:
     assert held_out["GRPO w/ SG"][1] == pytest.approx(sum(first) / len(first))
     for name in figures:
         assert (out / name).stat().st_size > 10_000
@@ -563,7 +628,8 @@ def synthetic_comparison(folder: Path, seeds=(0, 1, 2), evals=(2, 4, 6), eval_ev
             rows["GRPO w/ SG"]["history"][0][1][key] = None
         per_seed.append(rows)
     config = {"size": 5, "min_distance": 4, "max_steps": 8, "cue": True, "dist": False,
-              "cue_misjudge": "revisit" if "revisit" in key else "none", "eval_every": eval_every}
+              "cue_misjudge": "revisit" if "revisit" in key else "none",
+              "stale_door": "stale" in key, "eval_every": eval_every}
     (folder / "compare.json").write_text(json.dumps(
         {"config": config, "seeds": list(seeds), "per_seed": per_seed}))
     return json.loads((folder / "compare.json").read_text())["per_seed"], key
@@ -574,7 +640,8 @@ def mean_of_defined(values):
     return sum(values) / len(values)
 
 
-@pytest.mark.parametrize("key", ["guide_accuracy_revisit", "guide_progress_accuracy"])
+@pytest.mark.parametrize("key", ["guide_accuracy_revisit", "guide_accuracy_stale",
+                                 "guide_progress_accuracy"])
 def test_plot_of_a_comparison_draws_its_own_numbers(tmp_path, monkeypatch, key):
     """compare.png: each row's success minus GRPO's on the same seed, mean over seeds, from
     the prior (iteration 0: ReAct w/ SG minus ReAct) to the end. co-evolution.png: each
@@ -602,6 +669,7 @@ def test_plot_of_a_comparison_draws_its_own_numbers(tmp_path, monkeypatch, key):
             [mean([s["ReAct w/ SG"]["final"][metric] for s in per_seed])] +
             [mean([s[row]["history"][j][1][metric] for s in per_seed]) for j in range(3)])
     held_out, sampled = figures["co-evolution.png"].axes[:2]
+    assert held_out.get_ylabel() == key.replace("_", " ")  # the accuracy its settings call for
     for row in ("GRPO w/ SG", "GRPO w/ SG & GR"):
         path = {line.get_label(): line for line in held_out.get_lines()}[row]
         points = [[(s["ReAct w/ SG"]["final"]["success"], s["ReAct w/ SG"]["final"][key])] +
@@ -650,12 +718,21 @@ def test_plot_of_a_single_run_draws_its_log_even_cut_short(tmp_path, capsys, mon
         assert lines[label] == ([2, 4, 6], [r["eval"][key] for r in evals])
 
 
-def test_plot_of_a_real_run_reads_the_log_it_wrote(tmp_path):
+def test_plot_of_a_real_run_draws_the_log_it_wrote(tmp_path, tiny_run, monkeypatch):
+    import shutil
     pytest.importorskip("matplotlib", reason=MATPLOTLIB)
-    out = tmp_path / "run"
-    sg.main(TINY_ARGS + ["--out", str(out), "--prior-cache", str(tmp_path / "p")])
+    figures = drawn(monkeypatch)
+    out = shutil.copytree(tiny_run[1], tmp_path / "run")
     assert plots.main([str(out)]) == out / "curves.png"
     assert (out / "curves.png").stat().st_size > 10_000
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    lines, evals = labelled_lines(figures["curves.png"]), [r for r in log if "eval" in r]
+    assert lines["training rollouts (sampled)"] == ([1, 2, 3], [r["success"] for r in log])
+    assert lines["held-out (greedy)"] == ([2, 3], [r["eval"]["success"] for r in evals])
+    for label, key in [("balanced accuracy", "guide_balanced_accuracy"),
+                       ("share positive", "share_positive"), ("share neutral", "share_neutral"),
+                       ("share negative", "share_negative")]:
+        assert lines[label] == ([2, 3], [r["eval"][key] for r in evals])
 
 
 def test_plot_without_matplotlib_says_how_to_get_it(tmp_path, monkeypatch):
@@ -680,12 +757,34 @@ def test_plot_without_a_comparison_says_what_to_run(tmp_path):
 
 # --- the benchmark ---
 
-def test_benchmark_times_rollout_training_pass_iteration_and_stage0(capsys):
+def test_benchmark_prints_what_it_timed_and_the_ratios_of_the_times(capsys, monkeypatch):
+    """The timer scripted (each work still runs once): every figure printed is its own
+    time, or a ratio of two; the episodes, steps, tokens and losses replayed here."""
+    timings = iter([0.5, 2.0, 0.03, 0.01, 0.25, 0.125, 0.07])  # in the order main times them
+
+    def scripted(work, repeats=5):
+        work()
+        return next(timings)
+    monkeypatch.setattr(benchmark, "median_seconds", scripted)
     benchmark.main(TINY_ARGS)
     text = capsys.readouterr().out
-    assert "with the KV cache" in text and "recomputed over the whole stream" in text
-    assert "transformers' forward" in text and "scored positions only" in text and "speed-up" in text
-    assert "one GRPO iteration" in text and "reference log-probs" in text and "Stage 0:" in text
+    cfg = sg.parse_config(TINY_ARGS)
+    sg.seed_everything(cfg.seed)
+    batch = sg.rollout(sg.make_policy(cfg).eval(), list(range(8)), True, cfg,
+                       torch.Generator().manual_seed(0))
+    assert (f"rollout of 8 episodes x {batch.steps.float().mean():.1f} steps "
+            f"({batch.tokens.shape[1]} tokens): with the KV cache 0.50 s; its forward passes "
+            f"alone, recomputed over the whole stream at each step, 2.00 s (4.0x)") in text
+    assert ("training pass (forward + backward, 4 episodes): transformers' forward 30.0 ms, "
+            "the last block at the scored positions only (last_block_logits) 10.0 ms, "
+            "speed-up 3.0x") in text
+    assert ("one GRPO iteration (sg_gr, 8 episodes): 0.250 s; alone, rollout 0.500, reference "
+            "log-probs 0.125, update 0.070 (2 x 2 minibatches)") in text
+    sg.seed_everything(cfg.seed)
+    losses = list(sg.clone_demonstrator(sg.make_policy(cfg), *sg.demonstration_corpus(cfg), cfg,
+                                        "cpu"))
+    assert (f"Stage 0: 16 demonstrations in" in text and f"cloning {len(losses)} updates in"
+            in text and f"(loss {losses[0]:.3f} -> {losses[-1]:.3f})" in text)
 
 
 # --- the README's commands ---
