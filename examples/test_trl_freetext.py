@@ -233,6 +233,38 @@ def test_unguided_replies_are_all_action_and_write_no_guide(monkeypatch):
     assert freetext.shares(batch) == {"unreadable": None, "unparseable": 0.0}
 
 
+def test_shares_are_over_the_replies_written_not_over_every_step_of_the_horizon(monkeypatch):
+    """Three episodes of task 7 (its shortest path: east, east, north, north), 8 turns at
+    most: the first two never reach the goal and reply 8 times, the last reaches it in 4. An
+    assessment without a guide word is unreadable (counted as neutral), a move that is none
+    of the four is no move (a bump). Each scripted reply is written down with what reading it
+    must find, and the shares are counted from those over the 20 replies: 2/20 unreadable,
+    13/20 without a move (over the 3 x 8 steps of the horizon they would be 2/24 and 13/24)."""
+    # (reply, unreadable, no move); an episode repeats its last reply once its list runs out
+    script = [[("Assessment: unsure\nMove: east", 1, 0), ("Assessment: positive\nMove: up", 0, 1)],
+              [("Assessment: negative\nMove: north", 0, 0), ("Assessment: hmm\nMove: west", 1, 0),
+               ("Assessment: neutral\nMove: sideways", 0, 1)],
+              # last: Scripted answers the first rows of the script, as many as still play
+              [(f"Assessment: positive\nMove: {move}", 0, 0)
+               for move in ("east", "east", "north", "north")]]
+    tokenizer = tokenizers()["bpe"]
+    monkeypatch.setattr(freetext, "generate_replies",
+                        Scripted(tokenizer, [[text for text, _, _ in row] for row in script]))
+    batch = freetext.play(None, tokenizer, [7] * 3, True, tiny_config(max_steps=8),
+                          freetext.FreeText(), 0)
+    steps = [8, 8, 4]
+    assert batch.steps.steps.tolist() == steps
+    assert batch.steps.env_return.tolist() == [0.0, 0.0, 1.0]
+    played = [[row[min(t, len(row) - 1)] for t in range(n)] for row, n in zip(script, steps)]
+    for i, replies in enumerate(played):  # each reply read as written down
+        assert batch.unreadable[i, :steps[i]].tolist() == [bool(r[1]) for r in replies]
+        assert batch.unparseable[i, :steps[i]].tolist() == [bool(r[2]) for r in replies]
+    written = sum(steps)
+    assert freetext.shares(batch) == {
+        "unreadable": pytest.approx(sum(r[1] for replies in played for r in replies) / written),
+        "unparseable": pytest.approx(sum(r[2] for replies in played for r in replies) / written)}
+
+
 def test_replies_carried_across_turns_equal_those_of_each_unpadded_stream():
     """The conversation and its KV cache carried from turn to turn, with holes (turns of
     several lengths, a reply that ends before another) and an episode that ends: each greedy
@@ -349,13 +381,16 @@ def trl_ready():
         pytest.skip(f"tested with trl=={freetext.bridge.TRL_VERSION}, found {trl.__version__}")
 
 
-def tiny_llama(folder: Path) -> Path:
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory) -> Path:
     """A Llama-style model (RoPE, RMSNorm, SwiGLU, grouped-query attention) built in code,
     with the BPE tokenizer and chat template, saved as a chat model's folder is. Randomly
     initialised, then cloned for a few updates on the tiny maze's demonstrations, so that
     some of its sampled replies hold a move and a guide (a random model's hold none: every
-    advantage would be 0, and nothing would train)."""
+    advantage would be 0, and nothing would train). Built once: the tests only read it."""
+    trl_ready()
     from transformers import LlamaConfig, LlamaForCausalLM
+    folder = tmp_path_factory.mktemp("llama")
     tokenizer = tokenizers()["bpe"]
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(
@@ -377,20 +412,52 @@ FREE_ARGS = TINY_ARGS[:-2] + ["--iterations", "2", "--tasks-per-iter", "2", "--e
                          "--threads", "1"]
 
 
-def test_one_iteration_with_a_llama_style_model_trains_and_logs_the_failures(tmp_path):
-    trl_ready()
+def failures_read_by_hand(tokenizer, episodes: "freetext.Episodes", guided: bool) -> dict:
+    """The shares of unreadable assessments and of replies without a move, read again off
+    each reply's text (the tokens the model wrote at that step, decoded), over the replies."""
+    unreadable = unparseable = replies = 0
+    for transcript, taken in zip(episodes.transcripts, episodes.steps.steps.tolist()):
+        for t in range(taken):
+            reply = [token for token, written, step in zip(
+                transcript.tokens, transcript.written, transcript.steps) if written and step == t]
+            text = tokenizer.decode(reply, skip_special_tokens=True,
+                                    clean_up_tokenization_spaces=False)
+            assessment, _, move = freetext.parse_reply(text)
+            unreadable += assessment is None or freetext.read_guide(text[slice(*assessment)]) < 0
+            unparseable += move is None
+            replies += 1
+    return {"unreadable": unreadable / replies if guided else None,
+            "unparseable": unparseable / replies}
+
+
+def test_one_iteration_with_a_llama_style_model_trains_and_logs_the_failures(
+        tiny_llama, tmp_path, monkeypatch):
     from safetensors.torch import load_file
-    folder = tiny_llama(tmp_path / "llama")
-    out = tmp_path / "out"
+    out, played, play = tmp_path / "out", [], freetext.play
+
+    def recorded(model, tokenizer, task_seeds, guided, *args, greedy=False, **kwargs):
+        episodes = play(model, tokenizer, task_seeds, guided, *args, greedy=greedy, **kwargs)
+        played.append((tokenizer, guided, greedy, episodes))
+        return episodes
+    monkeypatch.setattr(freetext, "play", recorded)
     # the oracle's internal reward (0.1 x each move's true progress) needs no readable guide:
     # some advantages are not 0 whatever the model writes
-    rows = freetext.main(FREE_ARGS + ["--iterations", "1", "--model", str(folder),
-                                      "--internal-reward", "oracle", "--out", str(out)])
+    rows = freetext.main(FREE_ARGS + ["--iterations", "1", "--model", str(tiny_llama),
+                                      "--internal-reward", "oracle", "--out", str(out),
+                                      "--freetext-cache", str(tmp_path / "cache")])
     assert rows[-1][0].startswith("trained on TRL, free text (sg_gr)")
     record = json.loads((out / "log.jsonl").read_text())
-    assert 0 <= record["unreadable"] <= 1 and 0 <= record["unparseable"] <= 1
+    # the prior evaluated greedily (without and with the guide), the iteration's sampled
+    # episodes, then its greedy evaluation: the failures logged are those of the third, and
+    # the held-out ones those of the fourth
+    assert [(guided, greedy) for _, guided, greedy, _ in played] == [
+        (False, True), (True, True), (True, False), (True, True)]
+    for (tokenizer, guided, _, episodes), logged in zip(played[2:], (record, record["eval"])):
+        by_hand = failures_read_by_hand(tokenizer, episodes, guided)
+        assert {k: logged[k] for k in by_hand} == pytest.approx(by_hand)
     assert record["zero_variance_groups"] < 1  # some advantage was not 0
-    before, after = load_file(folder / "model.safetensors"), load_file(out / "model.safetensors")
+    before = load_file(tiny_llama / "model.safetensors")
+    after = load_file(out / "model.safetensors")
     assert any(not torch.equal(before[k], after[k]) for k in before)
     assert "unreadable assessments" in (out / "summary.md").read_text()
 
@@ -421,19 +488,23 @@ def test_the_free_text_path_refuses_what_it_cannot_run_in_one_line(argv, message
     assert message in capsys.readouterr().err
 
 
-def test_two_processes_make_the_same_updates_as_one(tmp_path):
-    """The free-text path on 2 processes, against 1: the same episodes, iteration by
-    iteration, and the same update from the same model (to a relative 1e-4)."""
-    trl_ready()
+def test_two_processes_make_the_same_updates_as_one(tiny_llama, tmp_path):
+    """The free-text path on 2 processes, against 1: iteration by iteration, every figure of
+    the episodes played that log.jsonl holds is equal (the episodes themselves are not
+    saved), and the same update from the same model (to a relative 1e-4)."""
     pytest.importorskip("accelerate")
-    folder = tiny_llama(tmp_path / "llama")
     from test_trl_selfguide import launch, same_update
     (text_one, one), (text_two, two) = (
-        launch(tmp_path, p, f"p{p}", ["--model", str(folder), "--internal-reward", "oracle"],
+        launch(tmp_path, p, f"p{p}", ["--model", str(tiny_llama), "--internal-reward", "oracle",
+                                      "--freetext-cache", str(tmp_path / "cache")],
                "trl_freetext.py", FREE_ARGS) for p in (1, 2))
     assert "on 2 processes, whose weights agree" in text_two
     assert text_two.count("| policy | success") == 1
-    for x, y in same_update(folder / "model.safetensors", one, two):
-        for key in ("success", "steps", "unreadable", "unparseable", "trust"):
-            assert x[key] == y[key], key
+    for x, y in same_update(tiny_llama / "model.safetensors", one, two):
+        # the episodes' figures: not TRL's own (its loss, gradient norm, KL: of the update;
+        # its reward means: float32 sums over the gathered rows) nor the held-out evaluation
+        episodes = {k for k in x if not k.startswith(("trl/", "eval"))}
+        assert {"success", "steps", "revisits", "share_positive", "guide_balanced_accuracy",
+                "unreadable", "unparseable", "zero_variance_groups", "trust"} <= episodes
+        assert set(y) == set(x) and {k: y[k] for k in episodes} == {k: x[k] for k in episodes}
         assert y["trl/loss"] == pytest.approx(x["trl/loss"], rel=1e-4, abs=1e-6)
