@@ -3,23 +3,27 @@
 Re-implements "Co-Evolution of Policy and Internal Reward for Language Agents" (Self-Guide,
 arXiv 2604.03098) at toy scale. At every step t the agent first writes a one-word
 self-assessment, the guide z_t (positive / neutral / negative), then an action a_t conditioned
-on it. The same word is a step reward r_t = g(z_t) in {+0.1, 0, -0.1} that GRPO adds to the
-sparse success reward R_env under a trust schedule lambda(u) (`trust` in the code):
-R = R_env + lambda(u) * sum_t r_t. One objective trains the policy and its own internal reward.
+on it. The same word is a step reward r_t = g(z_t) in {+0.1, 0, -0.1}, weighed by a trust
+schedule lambda(u) (`trust` in the code). The paper's GRPO maximises one return per episode,
+R = R_env + lambda(u) * sum_t r_t (--credit trajectory). What the default trains: each action
+gets R_env's group advantage plus lambda times the group-normalised internal rewards from the
+guide that judges it on, the two normalised apart (--credit step), and each guide gets R_env's
+advantage alone (--guide-advantage env). One objective trains the policy and its own reward.
 
 The agent is a tiny GPT-2 (transformers' GPT2LMHeadModel); the world a text maze (toy_env.py)
 whose true shortest-path distances score every guide, which the paper could not measure.
 
     python selfguide.py                     # the full method, Stage 0 prior included (CPU)
     python selfguide.py --variant grpo      # R_env only; --variant sg: guides, lambda = 0
-    python selfguide.py --paper-faithful    # the paper as written: watch the guide collapse
+    python selfguide.py --paper-faithful    # the paper's objective: watch the guide collapse
     python selfguide.py --show 1            # train, then watch a held-out episode step by step
     python selfguide.py --eval-only --init-from runs/sg_gr-seed0
     python selfguide.py --help              # every setting, with its default
 
 Reading order: Config; the paper's pieces (r_t, lambda(u), R, A_i, the clipped loss); the
-machinery they plug into, up to the training loop; below "The method ends here", what one run
-needs around it. experiments/ measures the method (REPORT.md); examples/ runs it on TRL.
+machinery they plug into, up to the training loop, whose iteration names its steps in order;
+below "The method ends here", what one run needs around it. experiments/ measures the method
+(REPORT.md); examples/ runs it on TRL.
 
 Departures from the paper (README's "Departures" says why; experiments/REPORT.md measures each):
 1. A Stage 0 prior, cloned from an imperfect demonstrator, stands in for the pretrained LLM.
@@ -27,10 +31,14 @@ Departures from the paper (README's "Departures" says why; experiments/REPORT.md
    R_env's advantage alone (--guide-advantage env), mean r_t for sum (--internal-return mean).
 3. Constrained decoding: the guide slot samples among the guides, the action slot the moves.
 4. The schedule's phases are fractions of training; the group std is the population one.
-5. Step-level credit: each action gets the internal rewards that judge it and later moves.
+5. Step-level credit: each action gets R_env's advantage plus lambda times the internal
+   rewards that judge it and later moves, normalised apart from R_env (--credit step).
 6. The guide is one word that judges the move just made.
-7. Guides are sampled at temperature 0.1 in training (--guide-temperature; actions at 1).
---paper-faithful takes back 2, 5 and 7.
+7. Guides are sampled at temperature 0.1 in training (--guide-temperature; actions at 1), and
+   their log-probs in the loss and the KL are taken there too, as the ratio needs: the
+   gradient (onehot - p) / 0.1 that reaches a confident guide is then about zero.
+--paper-faithful takes back 2, 5 and 7 (the paper's objective and sampling); 1, 3, 4 and 6
+remain.
 """
 from __future__ import annotations
 
@@ -59,7 +67,7 @@ from transformers.utils import logging as transformers_logging
 import toy_env
 from toy_env import ACTIONS, GUIDES, GridWorld
 
-transformers_logging.disable_progress_bar()  # a 16-tensor model needs no loading bars
+transformers_logging.disable_progress_bar()  # a tiny model loads at once: no loading bars
 
 
 def setting(default, help: str, choices=None):
@@ -88,6 +96,11 @@ class Config:
     # Self-Guide
     variant: str = setting("sg_gr", "grpo: no guide; sg: guides, lambda 0; sg_gr: and their reward",
                            ["grpo", "sg", "sg_gr"])
+    paper_faithful: bool = setting(False, "the paper's objective and sampling: departures 2, 5 "
+                                          "and 7 taken back (its settings become the defaults)")
+    internal_reward: str = setting(
+        "guide", "r_t: guide (the paper); controls: oracle (true progress) or random",
+        ["guide", "oracle", "random"])
     schedule: str = setting("trapezoid", "lambda(u): the paper's trapezoid, or an ablation",
                             ["trapezoid", "immediate", "never", "no_anneal"])
     enter_at: float = setting(0.5, "fraction of training at which lambda starts to rise")
@@ -108,6 +121,8 @@ class Config:
     update_epochs: int = setting(2, "passes over each iteration's rollouts")
     minibatches: int = setting(4, "minibatches per pass; each after the first lets the clip act")
     clip: float = setting(0.2, "PPO clip range of the importance ratio")
+    advantage: str = setting("grpo", "grpo: (R - mean) / std; drgrpo: R - mean (Dr. GRPO)",
+                             ["grpo", "drgrpo"])
     max_grad_norm: float = setting(1.0, "gradient clipping")
     temperature: float = setting(1.0, "sampling temperature of actions in training")
     # evaluation
@@ -115,7 +130,7 @@ class Config:
     eval_every: int = setting(10, "iterations between held-out evaluations")
     final_evals: int = setting(3, "the final score is the mean of this many last evaluations")
 
-    # --- experiments and controls (experiments/ and the report use these; skip them at first) ---
+    # --- the report's experiments and controls (experiments/ uses these) ---
     dist: bool = setting(False, "show the maze distance dist:K in place of the cue (--no-cue)")
     cue_misjudge: str = setting(
         "none", "revisit: the demonstrator calls every move back onto a visited cell negative",
@@ -123,16 +138,10 @@ class Config:
     prior_guide_target: float = setting(
         0.0, "clone until the greedy guide judges moves that change the distance this well")
     prior_check: int = setting(25, "cloning updates between two checks of that target")
-    internal_reward: str = setting(
-        "guide", "r_t: guide (the paper); controls: oracle (true progress) or random",
-        ["guide", "oracle", "random"])
     kl_action: float = setting(0.0, "weight of the KL to the prior on action tokens")
     token_mean: str = setting(
         "all", "all: one mean over the written tokens; per_slot: guides and actions apart",
         ["all", "per_slot"])
-    advantage: str = setting("grpo", "grpo: (R - mean) / std; drgrpo: R - mean (Dr. GRPO)",
-                             ["grpo", "drgrpo"])
-    paper_faithful: bool = setting(False, "the paper as written: departures 2, 5 and 7 taken back")
     house: bool = setting(False, "every task in one maze (toy_env's house); only starts differ")
     stale_door: bool = setting(False, "the demonstrator plans and judges on toy_env's stale map")
 
@@ -147,7 +156,7 @@ class Config:
     show: int = setting(0, "print this many held-out episodes step by step (greedy)")
 
     def __post_init__(self):
-        check_config(self)  # one clear line for a setting that cannot run (after the method)
+        check_config(self)  # one clear line for a setting that cannot run, before any work
 
     @property
     def guided(self) -> bool:
@@ -253,7 +262,8 @@ def trust_at(cfg: Config, iteration: int) -> float:
 def composite_return(env_return, rewards, trust: float):
     """R = R_env + trust * internal_return, with internal_return = sum_t r_t (a step without a
     guide has r_t = 0). env_return: (N,); rewards: (N, T). Returns (R, internal_return),
-    each (N,)."""
+    each (N,). GRPO trains on R's group advantage under --credit trajectory (the paper); under
+    the default step credit (below) R is logged, and R_env and the r_t are normalised apart."""
     internal_return = rewards.sum(1)
     return env_return + trust * internal_return, internal_return
 
@@ -290,15 +300,14 @@ def step_credit(env_advantages, rewards, trust: float, group_size: int, scale: b
         A_{i,t} = A_i^env + lambda * (G_{i,t} - mean_j G_{j,t}) / (std_j I_j + eps)
 
     G_{i,t} = r_{i,t+1} + r_{i,t+2} + ... is the internal reward-to-go of a_t: the guide
-    z_{t+1} judges a_t, and the rewards written before a_t are not its doing (REINFORCE's
-    causality). The baseline is the group's mean reward-to-go at the same step (0 for a
-    rollout that has ended); the scale is the group's std of the internal returns
-    I_j = sum_t r_{j,t}, one scale for all steps of the group. The two rewards are normalised
-    apart (as GDPO does with several rewards): the environment's advantage stays that of
-    plain GRPO, and lambda weighs the internal advantage in every group, also in one where
-    every rollout failed, which the paper's joint (R - mean R) / std R scales to unit size
-    whatever lambda is. A group whose internal returns are all equal (a constant guide) adds
-    nothing. A guide z_t, when it gets the composite advantage (--guide-advantage
+    z_{t+1} judges a_t, and a reward written before a_t cannot be its doing. The baseline is
+    the group's mean reward-to-go at the same step (0 for a rollout that has ended); the
+    scale is the group's std of the internal returns I_j = sum_t r_{j,t}, one scale for all
+    steps of the group. The two rewards are normalised apart: the environment's advantage
+    stays plain GRPO's, and lambda weighs the internal advantage in every group, also in one
+    where every rollout failed, which the paper's joint (R - mean R) / std R scales to unit
+    size whatever lambda is. A group whose internal returns are all equal (a constant guide)
+    adds nothing. A guide z_t, when it gets the composite advantage (--guide-advantage
     composite), is credited from its own reward r_t on. scale=False (Dr. GRPO) drops both
     divisions. At lambda = 0 this is exactly A_i^env."""
     num_groups, horizon = len(rewards) // group_size, rewards.shape[1]
@@ -342,7 +351,7 @@ def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
     advantages each token's advantage, kl_weights the KL weight per token (guide and action
     weighted apart).
 
-    loss = mean over generated tokens of -min(rho A, clip(rho) A) + beta * KL_k3(pi || ref),
+    loss = mean over generated tokens of -min(rho A, clip(rho) A) + kl_weights * KL_k3(pi || ref),
     rho = exp(log pi - log pi_old), KL_k3 = e^x - x - 1 with x = log ref - log pi clamped at
     KL_LOG_RATIO_MAX. Returns (loss, stats): the clip fraction, the approximate KL to the
     rollout policy and the mean KL to the reference, over the generated tokens."""
@@ -353,8 +362,8 @@ def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
     kl = torch.zeros_like(per_token_loss)
     if reference_logprobs is not None:
         # k3 grows as e^x, x = log ref - log pi: a guide an update pushes 88 nats below the
-        # reference makes the loss inf and the weights NaN (seen under --dist). Clamped as verl
-        # does; such a token gets no KL gradient, as the clip gives none to a far-off ratio.
+        # reference makes the loss inf and the weights NaN. Clamped (as the verl library
+        # does), such a token gets no KL gradient, as the clip gives none to a far-off ratio.
         log_ref_ratio = torch.where(generated, reference_logprobs - new_logprobs, 0.0)
         log_ref_ratio = log_ref_ratio.clamp(max=KL_LOG_RATIO_MAX)
         kl = log_ref_ratio.exp() - log_ref_ratio - 1  # k3: unbiased, always >= 0
@@ -406,12 +415,12 @@ def slot_vocab_mask(device) -> torch.Tensor:
     return mask
 
 
-def writable_index(device) -> torch.Tensor:
-    """(V,) long: each writable word's index in WRITABLE_IDS order, the last axis of the
+def writable_column(device) -> torch.Tensor:
+    """(V,) long: each writable word's column in WRITABLE_IDS order, the last axis of the
     constrained log-probs (0 for the other words, which are only ever context, never scored)."""
-    index = torch.zeros(len(WORDS), dtype=torch.long, device=device)
-    index[WRITABLE_IDS] = torch.arange(len(WRITABLE_IDS), device=device)
-    return index
+    column = torch.zeros(len(WORDS), dtype=torch.long, device=device)
+    column[WRITABLE_IDS] = torch.arange(len(WRITABLE_IDS), device=device)
+    return column
 
 
 # --- Policy: a tiny GPT-2, and the log-probs of what it writes ---
@@ -445,11 +454,32 @@ def writable_logits(policy, tokens, cache=None) -> torch.Tensor:
     return policy(tokens, cache=cache, use_cache=cache is not None).logits[..., WRITABLE_IDS]
 
 
-def scored_logits(policy, tokens, positions) -> torch.Tensor:
-    """writable_logits(policy, tokens)[:, positions], the head computed only there: tokens
-    (N, L), positions (Q,) -> (N, Q, W). The training passes' forward. (A run takes a faster
-    path to the same numbers, last_block_logits, after the method.)"""
-    return policy(tokens, logits_to_keep=positions).logits[..., WRITABLE_IDS]
+def last_block_logits(policy, tokens, positions) -> torch.Tensor:
+    """The training pass's logits of the writable words at `positions` only: tokens (N, L),
+    positions (Q,) -> (N, Q, W). Equal, to rounding, to transformers' own forward
+    policy(tokens, logits_to_keep=positions).logits[..., WRITABLE_IDS] (a test checks values and
+    gradients), but the last block's queries, attention output, MLP and head are computed only
+    at the positions that predict a guide or an action (a third of the stream with the cue);
+    every position is still a key and a value."""
+    gpt, (n, length) = policy.transformer, tokens.shape
+    hidden = gpt.wte(tokens) + gpt.wpe(torch.arange(length, device=tokens.device))  # (N, L, C)
+    for block in gpt.h[:-1]:  # earlier blocks: every position is some later query's key
+        hidden = block(hidden)
+    block, attention, width = gpt.h[-1], gpt.h[-1].attn, hidden.shape[-1]
+    x = block.ln_1(hidden)
+    weight, bias = attention.c_attn.weight, attention.c_attn.bias  # (C, 3C), (3C,): q | k | v
+    query = x[:, positions] @ weight[:, :width] + bias[:width]              # (N, Q, C)
+    key, value = (x @ weight[:, width:] + bias[width:]).split(width, -1)    # (N, L, C) each
+
+    def heads(z):  # (N, S, C) -> (N, H, S, C / H)
+        return z.view(n, z.shape[1], attention.num_heads, attention.head_dim).transpose(1, 2)
+
+    causal = positions[:, None] >= torch.arange(length, device=tokens.device)  # (Q, L)
+    mixed = F.scaled_dot_product_attention(heads(query), heads(key), heads(value),
+                                           attn_mask=causal, scale=attention.scaling)
+    hidden = hidden[:, positions] + attention.c_proj(mixed.transpose(1, 2).reshape(n, -1, width))
+    hidden = hidden + block.mlp(block.ln_2(hidden))                         # (N, Q, C)
+    return gpt.ln_f(hidden) @ policy.lm_head.weight[WRITABLE_IDS].T         # (N, Q, W)
 
 
 def scored_positions(slots) -> torch.Tensor:
@@ -469,22 +499,16 @@ def constrained_logprobs(logits, target_slots, temperature: float = 1.0,
     return torch.log_softmax(logits.masked_fill(~allowed, -math.inf) / temperatures, -1)
 
 
-def slot_logprobs(policy, tokens, slots, temperature: float = 1.0,
-                  guide_temperature: float | None = None):
-    """constrained_logprobs at every scored position: tokens, slots (N, L) -> (targets (Q,),
-    the positions that hold a guide or an action in some row, and log-probs (N, Q, W))."""
-    targets = scored_positions(slots)                   # (Q,), all >= 1; position p predicts p+1
-    logits = scored_logits(policy, tokens, targets - 1)                     # (N, Q, W)
-    return targets, constrained_logprobs(logits, slots[:, targets], temperature, guide_temperature)
-
-
 def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
                    guide_temperature: float | None = None) -> torch.Tensor:
     """log pi(token) of every generated token under the constrained, tempered distribution the
-    rollout sampled from: tokens, slots (N, L) -> (N, L), 0 at context positions."""
-    targets, logp = slot_logprobs(policy, tokens, slots, temperature, guide_temperature)
-    index = writable_index(tokens.device)[tokens[:, targets]]               # (N, Q); 0: context
-    chosen = logp.gather(-1, index[..., None]).squeeze(-1)                   # (N, Q)
+    rollout sampled from, recomputed by a training pass: tokens, slots (N, L) -> (N, L), 0 at
+    context positions."""
+    targets = scored_positions(slots)                   # (Q,), all >= 1; position p predicts p+1
+    logits = last_block_logits(policy, tokens, targets - 1)                 # (N, Q, W)
+    logp = constrained_logprobs(logits, slots[:, targets], temperature, guide_temperature)
+    column = writable_column(tokens.device)[tokens[:, targets]]             # (N, Q); 0: context
+    chosen = logp.gather(-1, column[..., None]).squeeze(-1)                  # (N, Q)
     chosen = torch.zeros(tokens.shape, device=tokens.device).index_copy(1, targets, chosen)
     return torch.where(slots != SLOT_CONTEXT, chosen, torch.zeros_like(chosen))  # (N, L)
 
@@ -492,7 +516,7 @@ def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
 # --- Stage 0: the prior (stands in for the pretrained LLM; departure 1) ---
 
 PRIOR_SEED_BASE = 10**8  # demonstrations use their own task seeds ...
-EVAL_SEED_BASE = 10**9   # ... and the held-out tasks yet another range,
+EVAL_SEED_BASE = toy_env.HELD_OUT_TASKS  # ... the held-out tasks 10^9 on (a house's other half),
 CALIBRATION_SEED_BASE = 2 * 10**9  # ... and --prior-guide-target's checks a third
 TRAIN_SEED_RANGE = PRIOR_SEED_BASE  # training tasks are drawn from [0, 10^8)
 
@@ -599,7 +623,7 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
     resets = [env.reset(seed=seed) for env, seed in zip(envs, task_seeds)]
     observations, optimal = [o for o, _ in resets], [info["optimal_steps"] for _, info in resets]
     n, horizon = len(envs), cfg.max_steps
-    writable = torch.tensor(WRITABLE_IDS, device=device)  # writable index -> token id
+    word_ids = torch.tensor(WRITABLE_IDS, device=device)  # a writable column's token id
     # per-episode bookkeeping in Python lists: the environments are Python, tensor writes slow
     running, env_return, steps = [True] * n, [0.0] * n, [0] * n
     previous_truth, previous_revisit, previous_stale = [-1] * n, [False] * n, [False] * n
@@ -620,10 +644,10 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
     pending = torch.tensor([[BOS, GUIDED if guided else UNGUIDED]] * n, device=device)
     write(pending, SLOT_CONTEXT)
     for t in range(horizon):
-        seen = torch.tensor([observation_ids(o) for o in observations], device=device)
-        seen = torch.where(active[:, None], seen, PAD)  # (n, O), O words an observation
-        write(seen, SLOT_CONTEXT)
-        pending = torch.cat([pending, seen], 1)
+        observed = torch.tensor([observation_ids(o) for o in observations], device=device)
+        observed = torch.where(active[:, None], observed, PAD)  # (n, O), O words an observation
+        write(observed, SLOT_CONTEXT)
+        pending = torch.cat([pending, observed], 1)
         truths[:, t] = torch.where(active, torch.tensor(previous_truth, device=device), -1)
         revisits[:, t] = active & torch.tensor(previous_revisit, device=device)
         stale[:, t] = active & torch.tensor(previous_stale, device=device)
@@ -634,12 +658,12 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
             guides[:, t] = torch.where(active, guide, -1)  # writable indices 0-2 are GUIDES
             guide_probs[:, t] = torch.where(active[:, None],
                                             logits[:, :len(GUIDES)].softmax(-1), 0.0)
-            pending = torch.where(active, writable[guide], PAD)[:, None]
+            pending = torch.where(active, word_ids[guide], PAD)[:, None]
             write(pending, SLOT_GUIDE, logp[:, None])
         # a_t ~ pi(. | h_{t-1}, o_t, z_t)
         action, logp = sample_slot(writable_logits(policy, pending, cache)[:, -1], SLOT_ACTION,
                                    allowed, cfg.temperature, greedy, generator)
-        action = writable[action]
+        action = word_ids[action]
         pending = torch.where(active, action, PAD)[:, None]
         write(pending, SLOT_ACTION, logp[:, None])
         # finished episodes stop stepping their environment; they only pad the batch
@@ -697,9 +721,11 @@ def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: 
 # --- GRPO: the update, several clipped minibatch passes over one iteration's rollouts ---
 
 def grpo_update(policy, optimizer, rollouts: Rollouts, token_advantages, reference_logprobs,
-                kl_weights, cfg: Config, generator):
-    """cfg.update_epochs passes of cfg.minibatches minibatches; the first minibatch sees the
-    exact rollout policy (ratio 1), later ones a moved one, so the clip acts."""
+                kl_weights, cfg: Config, generator) -> dict:
+    """cfg.update_epochs passes of cfg.minibatches minibatches, each: the log-probs of what was
+    written (token_logprobs), the clipped loss (grpo_loss), one clipped gradient step. The
+    first minibatch sees the exact rollout policy (ratio 1), later ones a moved one, so the
+    clip acts. Returns grpo_loss's statistics, averaged over the minibatches."""
     stats = []
     for _ in range(cfg.update_epochs):
         order = torch.randperm(len(rollouts.tokens), generator=generator, device=generator.device)
@@ -742,7 +768,9 @@ def judge_streams(policy, batch: Rollouts, rows: int = 512) -> torch.Tensor:
     judged = torch.zeros(batch.guides.shape + (len(GUIDES),), device=batch.tokens.device)
     for part in torch.arange(len(batch.tokens), device=batch.tokens.device).split(rows):
         tokens, slots = batch.tokens[part], batch.slots[part]                    # (b, L)
-        targets, logp = slot_logprobs(policy, tokens, slots)                     # (Q,), (b, Q, W)
+        targets = scored_positions(slots)                                        # (Q,)
+        logp = constrained_logprobs(last_block_logits(policy, tokens, targets - 1),
+                                    slots[:, targets])                           # (b, Q, W)
         is_action = slots == SLOT_ACTION
         step = (is_action.cumsum(1) - is_action.long())[:, targets]             # (b, Q)
         row, column = (slots[:, targets] == SLOT_GUIDE).nonzero(as_tuple=True)
@@ -797,6 +825,33 @@ def episode_metrics(rollouts: Rollouts) -> dict:
     return metrics
 
 
+def rollout_log(batch: Rollouts, returns, reference, cfg: Config) -> dict:
+    """The training rollouts' figures for the log line: episode_metrics, the returns, the
+    groups that carry no signal, and what an update can move. The gradient of log p_T(word) on
+    its logits is (onehot - p_T) / T, of L1 norm 2 (1 - p_T(word)) / T: its mean over the
+    written actions and guides (about 0 for a confident guide sampled at T = 0.1); and the
+    share of written guides that are not the reference's (the prior's) greedy word."""
+    grouped = (-1, cfg.group_size)
+    guide_rewards = step_rewards(batch.guides, batch.truths)  # g(z_t), logged whatever R used
+
+    def gradient_size(slot, temperature):
+        sampled = batch.logprobs[batch.slots == slot].exp()  # p_T of each written word
+        return (2 * (1 - sampled) / temperature).mean().item() if len(sampled) else None
+    log = {**episode_metrics(batch), "env_return": batch.env_return.mean().item(),
+           "internal_return_sum": guide_rewards.sum(1).mean().item(),
+           "internal_return_mean": (guide_rewards.sum(1) / batch.steps).mean().item(),
+           "zero_variance_groups": zero_variance(returns.view(grouped)).float().mean().item(),
+           "env_zero_variance_groups":
+               zero_variance(batch.env_return.view(grouped)).float().mean().item(),
+           "action_gradient": gradient_size(SLOT_ACTION, cfg.temperature)}
+    if cfg.guided:
+        prior_word = judge_streams(reference, batch).argmax(-1)                  # (N, T)
+        log["guide_gradient"] = gradient_size(SLOT_GUIDE, cfg.guide_temperature)
+        log["guide_off_prior"] = (batch.guides != prior_word)[batch.guides >= 0].float() \
+            .mean().item()
+    return log
+
+
 def concat_rollouts(parts) -> Rollouts:
     """Stack batches of rollouts, right-padding the token streams with 0: <pad>, SLOT_CONTEXT
     and log-prob 0 alike, so the padding is never trained or scored."""
@@ -822,7 +877,7 @@ def evaluate(policy, cfg: Config, guided: bool, greedy=True, passes=1, batch_siz
     return episode_metrics(concat_rollouts(parts))
 
 
-def number(value, digits: int) -> str:
+def metric_text(value, digits: int) -> str:
     """A metric for a table or a log line; '-' where it is undefined (None)."""
     return "-" if value is None else f"{value:.{digits}f}"
 
@@ -833,7 +888,7 @@ def format_metrics(metrics: dict) -> str:
     if "share_positive" in metrics:
         line += (f"  guide +/0/- {metrics['share_positive']:.2f}/{metrics['share_neutral']:.2f}/"
                  f"{metrics['share_negative']:.2f}  guide bal.acc "
-                 f"{number(metrics['guide_balanced_accuracy'], 3)}")
+                 f"{metric_text(metrics['guide_balanced_accuracy'], 3)}")
     return line
 
 
@@ -858,49 +913,30 @@ def new_train_state(policy, cfg: Config) -> TrainState:
 
 
 def grpo_iteration(policy, reference, cfg: Config, state: TrainState) -> dict:
-    """One iteration: rollouts, returns, advantages, clipped updates, and every cfg.eval_every
-    (and at the last) a held-out evaluation. Its record goes to state.records and is returned."""
+    """One GRPO iteration, its steps in order; its log line goes to state.records and is
+    returned. `reference` is the frozen prior, the KL's reference."""
     iteration = state.iteration + 1
-    trust = trust_at(cfg, iteration)
-    # --- rollouts: G episodes of each sampled task, from the current policy ---
+    trust = trust_at(cfg, iteration)                                            # lambda(u)
+    # 1. rollouts: G episodes of each sampled task; at every step a guide, then an action
     task_seeds = [state.tasks.randrange(TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
     policy.eval()
     batch = rollout(policy, [s for s in task_seeds for _ in range(cfg.group_size)],
                     cfg.guided, cfg, state.sampler)
-    # --- internal rewards, composite returns and advantages ---
-    token_advantages, returns = iteration_advantages(batch, cfg, trust, iteration)         # (N, L)
-    # --- reference log-probs for the KL to the prior ---
+    # 2. r_t = g(z_t), the returns, and each written token's advantage
+    token_advantages, returns = iteration_advantages(batch, cfg, trust, iteration)  # (N, L)
+    # 3. the reference's log-probs of what was written, for the KL to the prior
     reference_logprobs = kl_weights = None
     if cfg.kl_guide > 0 or cfg.kl_action > 0:
         with torch.no_grad():
             reference_logprobs = token_logprobs(reference, batch.tokens, batch.slots,
                                                 cfg.temperature, cfg.guide_temperature)  # (N, L)
         kl_weights = torch.where(batch.slots == SLOT_GUIDE, cfg.kl_guide, cfg.kl_action)  # (N, L)
-    # --- policy update: several clipped minibatch passes ---
+    # 4. the update: clipped minibatch passes over the rollouts
     update = grpo_update(policy, state.optimizer, batch, token_advantages, reference_logprobs,
                          kl_weights, cfg, state.shuffler)
-    guide_rewards = step_rewards(batch.guides, batch.truths)  # g(z_t), logged whatever R used
-    # what a word's advantage can move: d log p_T(word) / d logits = (onehot - p_T) / T, of
-    # L1 norm 2 (1 - p_T(word)) / T; about 0 for a confident guide sampled at T = 0.1
-    def gradient_size(slot, temperature):
-        sampled = batch.logprobs[batch.slots == slot].exp()  # p_T of each written word
-        return (2 * (1 - sampled) / temperature).mean().item() if len(sampled) else None
-    guided = {}
-    if cfg.guided:
-        written = batch.guides >= 0
-        prior_word = judge_streams(reference, batch).argmax(-1)                  # (N, T)
-        guided = {"guide_gradient": gradient_size(SLOT_GUIDE, cfg.guide_temperature),
-                  "guide_off_prior": (batch.guides != prior_word)[written].float().mean().item()}
-    grouped = (-1, cfg.group_size)
-    record = {"iteration": iteration, "trust": trust, **episode_metrics(batch),
-              "env_return": batch.env_return.mean().item(),
-              "internal_return_sum": guide_rewards.sum(1).mean().item(),
-              "internal_return_mean": (guide_rewards.sum(1) / batch.steps).mean().item(),
-              "zero_variance_groups": zero_variance(returns.view(grouped)).float().mean().item(),
-              "env_zero_variance_groups":
-                  zero_variance(batch.env_return.view(grouped)).float().mean().item(),
-              "action_gradient": gradient_size(SLOT_ACTION, cfg.temperature), **guided, **update}
-    # --- held-out evaluation ---
+    # 5. the log line, and every --eval-every iterations (and at the last) a held-out evaluation
+    record = {"iteration": iteration, "trust": trust,
+              **rollout_log(batch, returns, reference, cfg), **update}
     if iteration % cfg.eval_every == 0 or iteration == cfg.iterations:
         record["eval"] = evaluate(policy, cfg, cfg.guided)
         tqdm.write(f"{cfg.variant} seed {cfg.seed} iter {iteration:4d}  lambda {trust:.2f}  "
@@ -936,41 +972,10 @@ def final_metrics(records: list, count: int) -> dict:
 
 
 # ==========================================================================================
-# The method ends here. Below: what one run needs around it (a faster training pass, the
-# settings' checks, the device, files that survive a kill, the prior's cache, --show, main). The
-# experiment harness that measures the method is experiments/; it imports this file.
+# The method ends here. Below: what one run needs around it (the settings' checks, the device,
+# files that survive a kill, the prior's cache, --show, main). The experiment harness that
+# measures the method is experiments/; it imports this file.
 # ==========================================================================================
-
-# --- Speed-up: the training pass computes the last block only where it is scored ---
-
-def last_block_logits(policy, tokens, positions) -> torch.Tensor:
-    """scored_logits (transformers' forward), with the last block's queries, attention output,
-    MLP and head computed only at the positions that predict a guide or an action (a third of
-    the stream with the cue); every position is still a key and a value. tokens (N, L),
-    positions (Q,) -> (N, Q, W); a test checks values and gradients against transformers'."""
-    gpt, (n, length) = policy.transformer, tokens.shape
-    hidden = gpt.wte(tokens) + gpt.wpe(torch.arange(length, device=tokens.device))  # (N, L, C)
-    for block in gpt.h[:-1]:  # earlier blocks: every position is some later query's key
-        hidden = block(hidden)
-    block, attention, width = gpt.h[-1], gpt.h[-1].attn, hidden.shape[-1]
-    x = block.ln_1(hidden)
-    weight, bias = attention.c_attn.weight, attention.c_attn.bias  # (C, 3C), (3C,): q | k | v
-    query = x[:, positions] @ weight[:, :width] + bias[:width]              # (N, Q, C)
-    key, value = (x @ weight[:, width:] + bias[width:]).split(width, -1)    # (N, L, C) each
-
-    def heads(z):  # (N, S, C) -> (N, H, S, C / H)
-        return z.view(n, z.shape[1], attention.num_heads, attention.head_dim).transpose(1, 2)
-
-    causal = positions[:, None] >= torch.arange(length, device=tokens.device)  # (Q, L)
-    mixed = F.scaled_dot_product_attention(heads(query), heads(key), heads(value),
-                                           attn_mask=causal, scale=attention.scaling)
-    hidden = hidden[:, positions] + attention.c_proj(mixed.transpose(1, 2).reshape(n, -1, width))
-    hidden = hidden + block.mlp(block.ln_2(hidden))                         # (N, Q, C)
-    return gpt.ln_f(hidden) @ policy.lm_head.weight[WRITABLE_IDS].T         # (N, Q, W)
-
-
-scored_logits_transformers, scored_logits = scored_logits, last_block_logits  # the default
-
 
 # --- Settings: checked before any work; the command line generated from Config ---
 
@@ -984,8 +989,8 @@ PAPER_FAITHFUL = {"kl_guide": 0.0, "internal_return": "sum", "guide_advantage": 
 
 
 def check_config(cfg: Config):
-    """One clear line (a ValueError) for every setting that cannot run, before any work; then
-    --paper-faithful's settings. Config calls it when it is made."""
+    """One clear line (a ValueError) for every setting that cannot run, before any work.
+    Config calls it when it is made."""
     for f in dataclasses.fields(cfg):  # nan or inf would train, silently, on garbage
         if f.type == "float" and not math.isfinite(getattr(cfg, f.name)):
             raise ValueError(f"--{flag(f.name)} must be a finite number "
@@ -1023,8 +1028,8 @@ def check_config(cfg: Config):
     if cfg.minibatches > cfg.tasks_per_iter * cfg.group_size:
         raise ValueError("--minibatches cannot exceed the rollouts per iteration")
     if cfg.internal_reward != "guide" and cfg.variant == "sg":
-        raise ValueError("--variant sg never pays an internal reward (lambda = 0); use "
-                         "sg_gr for the oracle and random controls")
+        raise ValueError("--variant sg never pays an internal reward (lambda = 0); use sg_gr "
+                         "for the oracle and random controls (or grpo for the oracle)")
     if cfg.internal_reward == "random" and not cfg.guided:
         raise ValueError("--internal-reward random draws with the shares of the policy's "
                          "own guides, so it needs a guide slot (--variant sg_gr)")
@@ -1035,9 +1040,6 @@ def check_config(cfg: Config):
             raise ValueError(f"--seed {cfg.seed} would clone its prior on the {mazes} mazes "
                              f"(its demonstrations are tasks {first} on); choose another seed")
     make_env(cfg)  # the environment's own checks, with its own messages
-    if cfg.paper_faithful:
-        for name, value in PAPER_FAITHFUL.items():
-            setattr(cfg, name, value)
 
 
 def add_settings(parser, settings):
@@ -1048,12 +1050,22 @@ def add_settings(parser, settings):
         parser.add_argument("--" + flag(f.name), default=f.default, help=f.metadata["help"], **kind)
 
 
+def parse_settings(parser, argv=None) -> dict:
+    """The command line's values; with --paper-faithful, PAPER_FAITHFUL's settings are the
+    defaults (a flag given explicitly still wins)."""
+    values = vars(parser.parse_args(argv))
+    if values["paper_faithful"]:
+        parser.set_defaults(**PAPER_FAITHFUL)
+        values = vars(parser.parse_args(argv))
+    return values
+
+
 def parse_config(argv=None) -> Config:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_settings(parser, Config)
     try:
-        return Config(**vars(parser.parse_args(argv)))
+        return Config(**parse_settings(parser, argv))
     except ValueError as error:
         parser.error(str(error))  # exits with a usage line, never a traceback
 
@@ -1062,7 +1074,7 @@ def parse_config(argv=None) -> Config:
 
 def check_transformers(version: str):
     """transformers before 5.24 silently ignores the cache= keyword (past_key_values there), so
-    each rollout step would see only its new tokens (5.17: the prior solves 0 of 500 mazes)."""
+    each rollout step would see only its new tokens, and the prior would solve no maze."""
     if tuple(int(part) for part in version.split(".")[:2]) < (5, 24):
         raise SystemExit(f"error: selfguide.py needs transformers>=5.24 (found {version}); "
                          f"pip install -r requirements.txt")
@@ -1225,7 +1237,7 @@ def prior_key(cfg: Config) -> str:
     names = ["size", "wall_prob", "min_distance", "max_steps", "cue", "cue_noise", "n_layer",
              "n_embd", "n_head", "prior_episodes", "prior_epochs", "prior_batch", "prior_lr",
              "seed"]
-    # named only when set, so the priors cached before these settings existed keep their keys
+    # the experiments' settings enter the key only when set: the default's key never moves
     names += [n for n in ("cue_misjudge", "dist", "house", "stale_door")
               if getattr(cfg, n) not in ("none", False)]
     names += ["prior_guide_target", "prior_check"] if cfg.prior_guide_target else []
@@ -1270,21 +1282,21 @@ def episode_text(batch: Rollouts, i: int, seed: int, cfg: Config) -> str:
     start, start_map = info["position"], env.render().splitlines()
     moves = [WORDS[token] for token, slot in zip(batch.tokens[i].tolist(), batch.slots[i].tolist())
              if slot == SLOT_ACTION]
-    seen, path, right, judged = [], [start], 0, 0
+    rows, path, right, judged = [], [start], 0, 0
     for t, move in enumerate(moves):
         guide, truth = batch.guides[i, t].item(), batch.truths[i, t].item()
         verdict = MOVE_TRUTH[GUIDES[truth]] if truth >= 0 else "(no move yet)"
         if truth >= 0 and guide >= 0:
             right, judged = right + (guide == truth), judged + 1
             verdict += ": right" if guide == truth else ": WRONG"
-        seen.append((t + 1, observation, GUIDES[guide] if guide >= 0 else "-", verdict, move))
+        rows.append((t + 1, observation, GUIDES[guide] if guide >= 0 else "-", verdict, move))
         observation, _, _, _, info = env.step(move)
         path.append(info["position"])
-    width = max(len(o) for _, o, *_ in seen)
+    width = max(len(o) for _, o, *_ in rows)
     lines = [f"held-out maze {seed - EVAL_SEED_BASE} (task {seed}): the shortest path is "
              f"{info['optimal_steps']} moves",
              f"  t  {'observation':<{width}}  guide     last move        action"]
-    lines += [f"{t:>3}  {o:<{width}}  {g:<8}  {v:<15}  {m}" for t, o, g, v, m in seen]
+    lines += [f"{t:>3}  {o:<{width}}  {g:<8}  {v:<15}  {m}" for t, o, g, v, m in rows]
     walked = [list(row) for row in env.render().splitlines()]
     for r, c in path:
         if (r, c) != path[-1]:  # the agent's cell keeps its A
@@ -1316,10 +1328,10 @@ def summary_table(rows) -> str:
     lines = ["| policy | success | steps | steps / optimal | guide bal. acc. | positive guides |",
              "|---|---|---|---|---|---|"]
     for name, m in rows:
-        guide = (f"{number(m['guide_balanced_accuracy'], 3)} | {m['share_positive']:.2f}"
+        guide = (f"{metric_text(m['guide_balanced_accuracy'], 3)} | {m['share_positive']:.2f}"
                  if "share_positive" in m else "- | -")
         lines.append(f"| {name} | {m['success']:.3f} | {m['steps']:.1f} | "
-                     f"{number(m['steps_over_optimal'], 2)} | {guide} |")
+                     f"{metric_text(m['steps_over_optimal'], 2)} | {guide} |")
     return "\n".join(lines)
 
 
@@ -1327,7 +1339,7 @@ def run_folder(cfg: Config) -> Path:
     return Path(cfg.out or f"runs/{cfg.variant}-seed{cfg.seed}")
 
 
-def writable_folder(path, option: str):
+def checked_folder(path, option: str):
     """Create `path` if needed and check a file can be written there; else one clear line."""
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
@@ -1347,9 +1359,9 @@ def check_paths(cfg: Config):
     if cfg.init_from:
         check_saved_policy(cfg.init_from, cfg)
     if not (cfg.eval_only and cfg.init_from):  # everything else needs the prior
-        writable_folder(cfg.prior_cache, "--prior-cache")
+        checked_folder(cfg.prior_cache, "--prior-cache")
     if not cfg.eval_only:
-        writable_folder(run_folder(cfg), "--out")
+        checked_folder(run_folder(cfg), "--out")
 
 
 def run_eval_only(cfg: Config, device):

@@ -1439,7 +1439,7 @@ def test_observation_tokens_get_zero_gradient_through_the_model(monkeypatch):
     batch = sg.rollout(policy, list(range(40)), True, cfg, torch.Generator().manual_seed(0))
     assert (batch.steps != batch.steps.max()).any()  # some episodes end early: padded rows
     captured = {}
-    real_logits = sg.scored_logits
+    real_logits = sg.last_block_logits
 
     def keep_logits(policy, tokens, positions):
         output = real_logits(policy, tokens, positions)
@@ -1447,7 +1447,7 @@ def test_observation_tokens_get_zero_gradient_through_the_model(monkeypatch):
         captured.update(logits=output, positions=positions)
         return output
 
-    monkeypatch.setattr(sg, "scored_logits", keep_logits)
+    monkeypatch.setattr(sg, "last_block_logits", keep_logits)
     new = sg.token_logprobs(policy, batch.tokens, batch.slots)
     advantages = torch.randn(40, 1).expand_as(new)
     loss, _ = sg.grpo_loss(new, batch.logprobs, advantages, batch.slots, 0.2)
@@ -1462,11 +1462,10 @@ def test_observation_tokens_get_zero_gradient_through_the_model(monkeypatch):
 
 
 @pytest.mark.parametrize("n_layer", [1, 2])
-def test_scored_logits_equal_the_transformers_forward_pass(n_layer):
-    """The training passes' forward (by default last_block_logits: the last block at the scored
-    positions only) is the same function as GPT2LMHeadModel's, values and gradients, as is the
-    method's own reading of it (transformers' forward with logits_to_keep)."""
-    assert sg.scored_logits is sg.last_block_logits
+def test_last_block_logits_equal_the_transformers_forward_pass(n_layer):
+    """The training pass's forward (last_block_logits: the last block at the scored positions
+    only) is the same function as GPT2LMHeadModel's, values and gradients, to rounding, and so
+    is transformers' forward with logits_to_keep at those positions."""
     cfg = tiny_config(n_layer=n_layer)
     torch.manual_seed(0)
     policy = sg.make_policy(cfg)
@@ -1475,7 +1474,8 @@ def test_scored_logits_equal_the_transformers_forward_pass(n_layer):
     weights = torch.randn(6, len(positions), len(sg.WRITABLE_IDS))
     gradients = []
     for logits in (lambda: sg.writable_logits(policy, batch.tokens)[:, positions],
-                   lambda: sg.scored_logits_transformers(policy, batch.tokens, positions),
+                   lambda: policy(batch.tokens, logits_to_keep=positions).logits[
+                       ..., sg.WRITABLE_IDS],
                    lambda: sg.last_block_logits(policy, batch.tokens, positions)):
         policy.zero_grad()
         output = logits()

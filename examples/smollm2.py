@@ -68,7 +68,7 @@ def convert(out: str | Path = FOLDER) -> Path:
     out = Path(out)
     if (out / "model.safetensors").exists():
         return out
-    sg.writable_folder(out.parent, "--out")
+    sg.checked_folder(out.parent, "--out")
     model, tokenizer = load_from_gguf()
     temporary = sg.partial_path(out)
     try:

@@ -811,7 +811,7 @@ def report(trainer, cfg: sg.Config, ft: FreeText, tokenizer, out: Path, before: 
         (f"trained on TRL, free text ({cfg.variant}), mean of the last {cfg.final_evals} "
          f"evaluations", sg.final_metrics(trainer.records, cfg.final_evals))]
     table = sg.summary_table(rows)
-    failures = "\n".join(f"{name}: unreadable assessments {sg.number(m.get('unreadable'), 3)}, "
+    failures = "\n".join(f"{name}: unreadable assessments {sg.metric_text(m.get('unreadable'), 3)}, "
                          f"replies without a move {m['unparseable']:.3f}" for name, m in rows)
     sg.write_atomic(out / "summary.md", f"{table}\n\n{failures}\n")
     processes = trainer.accelerator.num_processes
@@ -842,8 +842,8 @@ def main(argv=None):
     sg.check_transformers(sg.transformers.__version__)
     state, device = bridge.start_processes(cfg)
     out = Path(cfg.out or f"runs/freetext-{cfg.variant}-seed{cfg.seed}")
-    sg.writable_folder(ft.freetext_cache, "--freetext-cache")
-    sg.writable_folder(out, "--out")
+    sg.checked_folder(ft.freetext_cache, "--freetext-cache")
+    sg.checked_folder(out, "--out")
     from datasets import Dataset
     sg.seed_everything(cfg.seed)
     folder = model_folder(ft.model)

@@ -18,7 +18,7 @@ What TRL 1.16.0 needs beyond its public settings (a subclass, SelfGuideGRPOTrain
 1. `_get_per_token_logps_and_entropies` (private) is overridden. TRL scores a completion over
    the whole vocabulary, but the rollout samples a guide among the three guide words and a
    move among the four moves; the override returns the log-probs of that constrained,
-   tempered distribution (selfguide's `slot_logprobs`), so the ratio and the KL in TRL's loss
+   tempered distribution (selfguide's `constrained_logprobs`), so the ratio and the KL in TRL's loss
    are those of the policy that sampled.
 2. `_generate_and_score_completions` (private) is extended: after TRL has scored a batch, its
    one-advantage-per-completion is replaced by selfguide's per-token advantages (TRL's loss
@@ -268,8 +268,8 @@ def make_trainer_class():
                            use_cache=False).logits[..., sg.WRITABLE_IDS]             # (B, Q, W)
             logp = sg.constrained_logprobs(logits, slots[:, targets], cfg.temperature,
                                            cfg.guide_temperature)                    # (B, Q, W)
-            index = sg.writable_index(input_ids.device)[input_ids[:, targets]]       # (B, Q)
-            chosen = logp.gather(-1, index[..., None]).squeeze(-1)
+            column = sg.writable_column(input_ids.device)[input_ids[:, targets]]     # (B, Q)
+            chosen = logp.gather(-1, column[..., None]).squeeze(-1)
             entropy = -torch.where(logp.isinf(), 0.0, logp.exp() * logp).sum(-1)    # (B, Q)
             generated = slots[:, targets] != sg.SLOT_CONTEXT
 
@@ -434,8 +434,8 @@ def main(argv=None):
     sg.check_transformers(sg.transformers.__version__)
     state, device = start_processes(cfg)
     out = Path(cfg.out or f"runs/trl-{cfg.variant}-seed{cfg.seed}")
-    sg.writable_folder(cfg.prior_cache, "--prior-cache")
-    sg.writable_folder(out, "--out")
+    sg.checked_folder(cfg.prior_cache, "--prior-cache")
+    sg.checked_folder(out, "--out")
     from datasets import Dataset
     sg.seed_everything(cfg.seed)
     with state.main_process_first():  # the main process clones the prior, the others load it

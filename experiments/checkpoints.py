@@ -163,7 +163,7 @@ def main(argv=None):
     sg.pick_device(cfg.device)
     out = Path(cfg.out)
     for folder, option in [(cfg.prior_cache, "--prior-cache"), (out, "--out")]:
-        sg.writable_folder(folder, option)
+        sg.checked_folder(folder, option)
     compare.claim_compare_folder(out, cfg, exp)
     (out / "units").mkdir(exist_ok=True)
     configs = [dataclasses.replace(cfg, seed=cfg.seed + k) for k in range(exp.seeds)]

@@ -613,8 +613,8 @@ def main(argv=None):
     cfg, exp = parse_args(argv)
     sg.check_transformers(transformers.__version__)
     sg.pick_device(cfg.device)
-    sg.writable_folder(cfg.prior_cache, "--prior-cache")
-    sg.writable_folder(compare_folder(cfg), "--out")
+    sg.checked_folder(cfg.prior_cache, "--prior-cache")
+    sg.checked_folder(compare_folder(cfg), "--out")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     previous_handler = signal.signal(signal.SIGTERM, sg.stop_like_ctrl_c)

@@ -114,11 +114,11 @@ def table(runs: dict, seeds: list) -> str:
     for (path, variant), rows in runs.items():
         prior, trained = mean(r["prior"] for r in rows), mean(r["trained"] for r in rows)
         failures = "-" if path == "trl" else (
-            f"{sg.number(mean(r['unreadable'] for r in rows), 4)} / "
-            f"{sg.number(mean(r['unparseable'] for r in rows), 4)}")
+            f"{sg.metric_text(mean(r['unreadable'] for r in rows), 4)} / "
+            f"{sg.metric_text(mean(r['unparseable'] for r in rows), 4)}")
         balanced = "-" if variant == "grpo" else (
-            f"{sg.number(mean(r['prior_balanced'] for r in rows), 3)} -> "
-            f"{sg.number(mean(r['balanced'] for r in rows), 3)}")
+            f"{sg.metric_text(mean(r['prior_balanced'] for r in rows), 3)} -> "
+            f"{sg.metric_text(mean(r['balanced'] for r in rows), 3)}")
         lines.append(f"| {PATHS[path][0]}, {VARIANTS[variant][0]} | {prior:.3f} | "
                      f"{trained:.3f} | {trained - prior:+.3f} | "
                      f"{balanced} | "

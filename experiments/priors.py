@@ -55,7 +55,7 @@ def table(seeds: list[int], guided: list[dict], unguided: list[dict]) -> str:
 
 def main(argv=None):
     cfg, exp = parse_args(argv)
-    sg.writable_folder(cfg.prior_cache, "--prior-cache")
+    sg.checked_folder(cfg.prior_cache, "--prior-cache")
     out = Path(cfg.out)
     (out / "units").mkdir(parents=True, exist_ok=True)
     configs = [dataclasses.replace(cfg, seed=cfg.seed + k) for k in range(exp.seeds)]

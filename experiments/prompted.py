@@ -41,12 +41,9 @@ def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool) -> dict:
     seeds = [sg.EVAL_SEED_BASE + i for i in range(cfg.eval_tasks)]
     parts = [freetext.play(model, tokenizer, seeds[i:i + BATCH], guided, cfg, ft, cfg.seed + i,
                            greedy=greedy) for i in range(0, len(seeds), BATCH)]
-    steps = sg.concat_rollouts([p.steps for p in parts])
-    episodes = freetext.Episodes(parts[0].prompt, [t for p in parts for t in p.transcripts],
-                                 torch.cat([p.unreadable for p in parts]),
-                                 torch.cat([p.unparseable for p in parts]), steps)
-    return {**sg.episode_metrics(steps), **freetext.shares(episodes),
-            "per_maze": (steps.env_return > 0).float().tolist()}
+    episodes = freetext.concat_episodes(parts)
+    return {**sg.episode_metrics(episodes.steps), **freetext.shares(episodes),
+            "per_maze": (episodes.steps.env_return > 0).float().tolist()}
 
 
 def uniform_moves(cfg) -> float:
@@ -71,10 +68,10 @@ def table(rows: dict) -> str:
              "|---|---|---|---|---|---|---|---|"]
     for name, m in rows.items():
         lines.append(f"| {name} | {m['success']:.3f} | {m['steps']:.1f} | "
-                     f"{sg.number(m.get('unreadable'), 3)} | {m['unparseable']:.3f} | "
-                     f"{sg.number(m.get('guide_balanced_accuracy'), 3)} | "
-                     f"{sg.number(m.get('guide_progress_accuracy'), 3)} | "
-                     f"{sg.number(m.get('share_positive'), 2)} |")
+                     f"{sg.metric_text(m.get('unreadable'), 3)} | {m['unparseable']:.3f} | "
+                     f"{sg.metric_text(m.get('guide_balanced_accuracy'), 3)} | "
+                     f"{sg.metric_text(m.get('guide_progress_accuracy'), 3)} | "
+                     f"{sg.metric_text(m.get('share_positive'), 2)} |")
     lines.append("")
     for how in ("greedy", "sampled"):
         with_guide, without = rows[f"ReAct w/ SG, {how}"], rows[f"ReAct, {how}"]
@@ -103,7 +100,7 @@ def main(argv=None):
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     out = Path(cfg.out or "runs/prompted")
-    sg.writable_folder(out, "--out")
+    sg.checked_folder(out, "--out")
     model, tokenizer = freetext.load_model(folder, device, ft.bf16)
     start, rows = time.perf_counter(), {}
     for how, greedy in (("greedy", True), ("sampled", False)):
