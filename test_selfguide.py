@@ -641,6 +641,10 @@ def test_paper_faithful_switches_every_guard_off():
         (0.0, "sum", "composite")
     assert (default.credit, faithful.credit, faithful.token_mean) == ("step", "trajectory", "all")
     assert (default.guide_temperature, faithful.guide_temperature) == (0.1, 1.0)  # departure 7
+    # its settings are the defaults: a flag given beside it still wins
+    both = sg.parse_config(["--paper-faithful", "--kl-guide", "0.2", "--credit", "step"])
+    assert (both.kl_guide, both.credit, both.internal_return) == (0.2, "step", "sum")
+    assert sg.Config(paper_faithful=True).kl_guide == 0.1  # only the command line applies it
 
 
 def test_defaults_are_the_familiar_maze_where_the_papers_ordering_shows():

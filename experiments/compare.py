@@ -91,11 +91,11 @@ def parse_settings(argv, own, description: str, out: str, preset=None):
     sg.add_settings(parser, sg.Config)
     sg.add_settings(parser, own)
     parser.set_defaults(out=out)
-    args = parser.parse_args(argv)
-    if preset and args.quick:
+    values = sg.parse_settings(parser, argv)  # with --paper-faithful's defaults
+    if preset and values["quick"]:
         parser.set_defaults(**preset)
-        args = parser.parse_args(argv)
-    names, values = {f.name for f in dataclasses.fields(own)}, vars(args)
+        values = sg.parse_settings(parser, argv)
+    names = {f.name for f in dataclasses.fields(own)}
     try:
         cfg = sg.Config(**{k: v for k, v in values.items() if k not in names})
         exp = own(**{k: v for k, v in values.items() if k in names})
