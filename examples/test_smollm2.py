@@ -113,6 +113,46 @@ def test_the_environments_turns_are_cut_out_of_the_real_chat_template(
         "\n", add_special_tokens=False))  # (the template's newline after the last end of turn)
 
 
+def test_the_warm_starts_tokens_and_their_context_are_what_play_shows_the_model(
+        converted, tokenizer, monkeypatch, tmp_path):
+    """Three demonstrations, in both formats, as the warm start gives them to TRL's SFTTrainer
+    (prompt-completion conversations, the loss on the assistant's replies): each one's tokens
+    are the stream `play` writes on its task when the model replies as the demonstrator did,
+    token for token (the template's newline after the last end of turn aside, never
+    trained), and the tokens trained are exactly those the model wrote there, each reply and
+    its end of turn."""
+    pytest.importorskip("trl", reason="the warm start needs the optional extra trl==1.16.0")
+    import warm_start
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+    from trl import SFTTrainer
+    sg = freetext.sg
+    cfg = sg.Config(size=4, min_distance=3, max_steps=12, prior_episodes=3, guide_temperature=1.0)
+    ft = freetext.FreeText(example=True)
+    own = tokenizer.chat_template
+    tokenizer.chat_template = warm_start.training_template(own)
+    try:
+        trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(converted),
+                             args=warm_start.sft_config(cfg, ft, tmp_path, torch.device("cpu")),
+                             train_dataset=Dataset.from_list(warm_start.conversations(cfg, ft)),
+                             processing_class=tokenizer)
+    finally:
+        tokenizer.chat_template = own
+    episodes = freetext.demonstrations(cfg, example=True)  # task i: guided, then unguided
+    assert len(episodes) == len(trainer.train_dataset) == 6
+    for k, ((guided, steps), row) in enumerate(zip(episodes, trainer.train_dataset)):
+        replies = iter([reply for _, reply in steps])
+        monkeypatch.setattr(freetext, "generate_replies", lambda model, tok, chats, *args: [
+            tok.encode(next(replies), add_special_tokens=False) + [tok.eos_token_id]])
+        batch = freetext.play(None, tokenizer, [sg.PRIOR_SEED_BASE + k // 2], guided, cfg, ft, 0)
+        stream = batch.prompt + batch.transcripts[0].tokens
+        written = [0] * len(batch.prompt) + batch.transcripts[0].written
+        assert len(batch.transcripts[0].spans) == len(steps)  # every demonstrated turn played
+        assert row["input_ids"][:len(stream)] == stream
+        assert row["input_ids"][len(stream):] == tokenizer.encode("\n", add_special_tokens=False)
+        assert [label != -100 for label in row["labels"]] == [bool(w) for w in written] + [False]
+
+
 @pytest.mark.skipif(not os.environ.get("SELFGUIDE_REAL_TRAINING"),
                     reason="a GRPO step of a 135M model takes minutes on 2 CPU cores: run it by "
                            "hand with SELFGUIDE_REAL_TRAINING=1")

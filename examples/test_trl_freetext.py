@@ -59,7 +59,14 @@ def test_read_guide_reads_the_first_guide_word_and_knows_unreadable_from_neutral
     ("Assessment:negative Move: West", "negative", "west"),
     ("Move: up", None, None),
     ("Assessment: unsure", "unsure", None),
-    ("blah", None, None)])
+    ("blah", None, None),
+    # what a fair reader accepts: any case, markdown bold, the word on the next line
+    ("assessment: neutral\nmove: south", "neutral", "south"),
+    ("MOVE: SOUTH", None, "south"),
+    ("**Assessment:** negative, a wall\n**Move:** south", "negative, a wall", "south"),
+    ("**Assessment**: positive\n**Move**: **north**", "positive", "north"),
+    ("Assessment: positive\nMove:\nsouth", "positive", "south"),
+    ("I go south", None, None), ("Move:\n\nsouth", None, None)])
 def test_parse_reply_finds_the_assessment_and_the_move(text, assessment, move):
     found, _, word = freetext.parse_reply(text)
     assert (text[slice(*found)] if found else None) == assessment
@@ -124,6 +131,86 @@ def test_single_turns_are_each_step_as_a_chat_of_its_own_without_system_turn_or_
         assert written == sorted(written)  # the reply is the turn's end
 
 
+def test_the_example_walk_stays_inside_the_smallest_maze_and_shows_every_judgement():
+    """--example's walk (a small model copies it): every cell of it exists in a 4x4 maze, the
+    smallest one the real model plays; each of its moves leads where its next observation
+    is; its judgements are all three polarities, its moves three directions, and with the cue
+    each judgement is the cue's."""
+    walk = freetext.EXAMPLE_WALK
+    for observation, *_ in walk:
+        position, goal, _, _ = sg.toy_env.parse_observation(observation)
+        assert max(position + goal) < 4 and min(position + goal) >= 0
+    for (before, *_, move), (after, *_) in zip(walk, walk[1:]):
+        (r, c), (dr, dc) = sg.toy_env.parse_observation(before)[0], sg.toy_env.MOVES[move]
+        assert sg.toy_env.parse_observation(after)[0] == (r + dr, c + dc)
+    cue_words = {"start": "neutral", "warmer": "positive", "colder": "negative"}
+    for cue in (True, False):
+        replies = [m["content"] for m in freetext.opening(True, example=True, cue=cue)[2::2]]
+        guides = {freetext.GUIDES[freetext.read_guide(r.split("\n")[0])] for r in replies}
+        assert guides == set(freetext.GUIDES)
+        assert len({freetext.parse_reply(r)[2] for r in replies}) == 3
+    for (observation, with_cue, *_), in zip(walk):
+        assert with_cue.endswith(cue_words[observation.split("cue:")[1]])
+
+
+def test_a_move_into_a_wall_is_said_so_in_the_next_turn_with_example(monkeypatch):
+    """With --example, after a move into a wall the next turn's observation carries
+    `blocked:<move>` (else it would repeat the last one but for its cue); the other moves, and
+    every turn without --example, show the observation as it is."""
+    tokenizer = freetext.build_tokenizer("bpe", corpus() + ["blocked:south blocked:east"] * 3,
+                                         vocab=150)  # a vocabulary that spells the note
+    script = [["Assessment: positive\nMove: south", "Assessment: positive\nMove: south",
+               "Assessment: neutral\nMove: east"]]
+    cfg = tiny_config(max_steps=4, cue=True)
+    env = sg.make_env(cfg)
+    env.reset(seed=3)
+    expected = []
+    for move in ("south", "south", "east"):
+        observation, *_, info = env.step(move)
+        expected.append(f"{observation} blocked:{move}" if info["bumped"] else observation)
+    assert any(e.endswith("blocked:south") for e in expected)  # task 3 runs into a wall
+    for example in (True, False):
+        monkeypatch.setattr(freetext, "generate_replies", Scripted(tokenizer, script))
+        batch = freetext.play(None, tokenizer, [3], True, cfg, freetext.FreeText(example=example), 0)
+        shown = observations_of(tokenizer, batch, 0)[1:4]
+        assert shown == (expected if example else [e.split(" blocked:")[0] for e in expected])
+
+
+def test_a_reply_cut_at_the_cap_has_its_turn_closed_and_is_counted(monkeypatch):
+    """A reply that reaches --reply-tokens before its end of turn: the environment's next turn
+    starts with the end-of-turn token (not written by the model, never trained), so the chat
+    stays well formed; the share of cut replies is counted."""
+    tokenizer = tokenizers()["bpe"]
+    eos = tokenizer.eos_token_id
+
+    class Cut(Scripted):  # the second turn's reply of episode 0 ends without its end of turn
+        def __call__(self, *args):
+            turn, replies = self.turn, super().__call__(*args)
+            return [r[:-1] if (row, turn) == (0, 1) else r for row, r in enumerate(replies)]
+
+    script = [["Assessment: positive\nMove: east"] * 3, ["Assessment: negative\nMove: west"] * 3]
+    monkeypatch.setattr(freetext, "generate_replies", Cut(tokenizer, script))
+    batch = freetext.play(None, tokenizer, [7, 7], True, tiny_config(max_steps=3),
+                          freetext.FreeText(), 0)
+    assert batch.capped.tolist() == [[False, True, False], [False, False, False]]
+    assert freetext.shares(batch)["capped"] == pytest.approx(1 / 6)
+    tokens, written = batch.transcripts[0].tokens, batch.transcripts[0].written
+    starts = [k for k in range(1, len(tokens)) if written[k - 1] and not written[k]]
+    assert [tokens[k] == eos for k in starts] == [False, True]  # the cut reply's turn, closed
+    assert sum(t == eos and w for t, w in zip(tokens, written)) == 2  # its own two ends only
+
+
+def test_the_free_text_grpo_config_takes_bf16_where_precision_is_decided(tmp_path):
+    """--bf16 reaches GRPOConfig's constructor, where mixed precision is derived (set on the
+    object afterwards, it never would be)."""
+    pytest.importorskip("trl", reason="the GRPOConfig test needs the optional trl==1.16.0")
+    cfg = sg.Config(**{**sg.dataclasses.asdict(tiny_config()), "guide_temperature": 1.0})
+    for bf16, precision in [(True, "bf16"), (False, "no")]:
+        args = freetext.grpo_config(cfg, freetext.FreeText(bf16=bf16), tmp_path, torch.device("cpu"),
+                                    64)
+        assert (args.bf16, args.mixed_precision, args.max_completion_length) == (bf16, precision, 64)
+
+
 # --- The episode, played with scripted replies ---
 
 class Scripted:
@@ -175,6 +262,25 @@ def test_the_mask_covers_exactly_the_tokens_the_model_wrote(monkeypatch):
         # and the stream is the one a demonstration of these turns is cloned on
         ids, mask = freetext.encode_episode(tokenizer, True, list(zip(shown, [texts[0]] * 3)))
         assert ids == batch.prompt + transcript.tokens
+        assert mask == [0] * len(batch.prompt) + transcript.written
+
+
+def test_a_demonstration_is_encoded_from_the_opening_play_uses(monkeypatch):
+    """With --example (the explained format and the example walk) and without the cue alike,
+    a demonstration's encoding is the stream play writes for the same turns, token for
+    token: cloning trains on the opening it plays with."""
+    tokenizer = tokenizers()["bpe"]
+    reply = "Assessment: positive, closer\nMove: east"
+    monkeypatch.setattr(freetext, "generate_replies", Scripted(tokenizer, [[reply]]))
+    for example, cue in [(True, True), (True, False), (False, True)]:
+        cfg = tiny_config(max_steps=3, cue=cue)
+        ft = freetext.FreeText(example=example)
+        batch = freetext.play(None, tokenizer, [7], True, cfg, ft, 0)
+        shown = observations_of(tokenizer, batch, 0)[-3:]
+        ids, mask = freetext.encode_episode(tokenizer, True, [(o, reply) for o in shown],
+                                            example, cue)
+        transcript = batch.transcripts[0]
+        assert ids == batch.prompt + transcript.tokens, (example, cue)
         assert mask == [0] * len(batch.prompt) + transcript.written
 
 
@@ -230,7 +336,7 @@ def test_unguided_replies_are_all_action_and_write_no_guide(monkeypatch):
     assert batch.steps.guides.eq(-1).all() and not batch.unreadable.any()
     transcript = batch.transcripts[0]
     assert {s for s, w in zip(transcript.slots, transcript.written) if w} == {sg.SLOT_ACTION}
-    assert freetext.shares(batch) == {"unreadable": None, "unparseable": 0.0}
+    assert freetext.shares(batch) == {"unreadable": None, "unparseable": 0.0, "capped": 0.0}
 
 
 def test_shares_are_over_the_replies_written_not_over_every_step_of_the_horizon(monkeypatch):
@@ -262,7 +368,8 @@ def test_shares_are_over_the_replies_written_not_over_every_step_of_the_horizon(
     written = sum(steps)
     assert freetext.shares(batch) == {
         "unreadable": pytest.approx(sum(r[1] for replies in played for r in replies) / written),
-        "unparseable": pytest.approx(sum(r[2] for replies in played for r in replies) / written)}
+        "unparseable": pytest.approx(sum(r[2] for replies in played for r in replies) / written),
+        "capped": 0.0}
 
 
 def test_replies_carried_across_turns_equal_those_of_each_unpadded_stream():
@@ -503,8 +610,83 @@ def test_two_processes_make_the_same_updates_as_one(tiny_llama, tmp_path):
     for x, y in same_update(tiny_llama / "model.safetensors", one, two):
         # the episodes' figures: not TRL's own (its loss, gradient norm, KL: of the update;
         # its reward means: float32 sums over the gathered rows) nor the held-out evaluation
-        episodes = {k for k in x if not k.startswith(("trl/", "eval"))}
+        episodes = {k for k in x if not k.startswith(("trl/", "eval"))
+                    and not k.endswith(("_seconds", "_gib"))}  # nor what each process spent
         assert {"success", "steps", "revisits", "share_positive", "guide_balanced_accuracy",
                 "unreadable", "unparseable", "zero_variance_groups", "trust"} <= episodes
         assert set(y) == set(x) and {k: y[k] for k in episodes} == {k: x[k] for k in episodes}
         assert y["trl/loss"] == pytest.approx(x["trl/loss"], rel=1e-4, abs=1e-6)
+
+
+def test_the_loss_reads_log_probs_computed_only_where_the_model_wrote(tiny_llama):
+    """The trainer's per-token log-probs and entropies at --temperature, its head applied at
+    the written tokens only, equal those of a full forward pass over every position, read at
+    the written tokens (padding in the batch, as TRL pads it), and 0 everywhere else."""
+    from types import SimpleNamespace
+    model, _ = freetext.load_model(tiny_llama, torch.device("cpu"))
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, model.config.vocab_size, (3, 20), generator=generator)
+    attention = torch.ones_like(ids)
+    attention[2, -4:] = 0  # a shorter completion, right-padded
+    written = torch.zeros(3, 12, dtype=torch.long)  # the completion: the last 12 positions
+    written[0, 2:6] = written[1, 7:12] = written[2, 1:5] = 1
+    trainer = SimpleNamespace(written=written, temperature=0.7,
+                              accelerator=SimpleNamespace(unwrap_model=lambda m: m))
+    method = freetext.make_trainer_class()._get_per_token_logps_and_entropies
+    logps, entropies, aux = method(trainer, model, ids, attention, 12, compute_entropy=True)
+    logits = model(ids, attention_mask=attention).logits[:, -13:-1] / 0.7      # (3, 12, V)
+    full = torch.log_softmax(logits, -1)
+    expected = full.gather(-1, ids[:, -12:, None]).squeeze(-1)
+    mask = written.bool()
+    assert torch.allclose(logps[mask], expected[mask], atol=1e-5) and (logps[~mask] == 0).all()
+    assert torch.allclose(entropies[mask], -(full.exp() * full).sum(-1)[mask], atol=1e-5)
+    assert aux is None and (entropies[~mask] == 0).all()
+    logps.sum().backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+def test_the_cpu_recipe_reaches_trl_as_meant_and_trains_only_the_top_blocks(
+        tiny_llama, tmp_path, monkeypatch):
+    """examples/README.md's CPU recipe, read back from the trainer TRL built: no reference
+    model (beta 0), one pass over each iteration's episodes (no second scoring), the optimizer
+    holding only the top block and the final norm, whose weights alone move; each iteration's
+    record holds its generation, scoring and update seconds and the peak memory."""
+    from safetensors.torch import load_file
+    made, real = {}, freetext.bridge.train_and_report
+
+    def spy(make_trainer, *args):
+        return real(lambda: made.setdefault("trainer", make_trainer()), *args)
+    monkeypatch.setattr(freetext.bridge, "train_and_report", spy)
+    out = tmp_path / "out"
+    freetext.main(FREE_ARGS + ["--iterations", "1", "--model", str(tiny_llama), "--kl-guide", "0",
+                               "--update-epochs", "1", "--minibatches", "1", "--train-layers", "1",
+                               "--internal-reward", "oracle", "--out", str(out),
+                               "--freetext-cache", str(tmp_path / "cache")])
+    trainer = made["trainer"]
+    assert (trainer.beta, trainer.ref_model, trainer.num_iterations) == (0.0, None, 1)
+    assert (trainer.args.steps_per_generation, trainer.args.mixed_precision) == (1, "no")
+    model = trainer.model
+    top = {id(p) for module in (model.model.layers[-1], model.model.norm) for p in module.parameters()}
+    held = {id(p) for group in trainer.optimizer.param_groups for p in group["params"]}
+    assert held == top
+    before, after = load_file(tiny_llama / "model.safetensors"), load_file(out / "model.safetensors")
+    moved = {name for name in before if not torch.equal(before[name], after[name])}
+    assert moved and all(name.startswith(("model.layers.0.", "model.norm")) for name in moved)
+    record = json.loads((out / "log.jsonl").read_text())
+    assert all(record[f"{k}_seconds"] > 0 for k in ("generation", "scoring", "update"))
+    assert record["peak_memory_gib"] > 0.1
+
+
+def test_train_layers_freezes_everything_below_the_top_blocks():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=40, hidden_size=16, intermediate_size=32,
+                                         num_hidden_layers=3, num_attention_heads=2,
+                                         tie_word_embeddings=True))
+    freetext.freeze_below(model, 0)  # 0: every weight trains, as loaded
+    assert all(p.requires_grad for p in model.parameters())
+    freetext.freeze_below(model, 2)
+    trained = {name for name, p in model.named_parameters() if p.requires_grad}
+    assert trained == {name for name, _ in model.named_parameters()
+                       if name.startswith(("model.layers.1.", "model.layers.2.", "model.norm"))}
+    with pytest.raises(SystemExit, match="--train-layers 4: the model has 3 blocks"):
+        freetext.freeze_below(model, 4)

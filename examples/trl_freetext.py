@@ -96,14 +96,19 @@ class FreeText:
                                       "observation (0: whole chats only)")
     bf16: bool = setting(False, "load the model in bf16 and train with TRL's bf16 (a GPU's "
                                 "setting)")
-    example: bool = setting(False, "open each chat with the format explained for a pretrained "
-                                   "chat model and one example exchange (EXPLAINED, EXAMPLE)")
+    example: bool = setting(False, "the format for a pretrained chat model: each chat opens with "
+                                   "the format explained and an example walk (EXPLAINED, "
+                                   "EXAMPLE_WALK), a terse reply asked for, and a move into a "
+                                   "wall said so in the next turn (WALL_NOTE)")
+    train_layers: int = setting(0, "train only the top this many transformer blocks and the "
+                                   "final norm (0: every weight); a CPU's recipe")
     freetext_cache: str = setting("runs/priors-freetext", "folder of the cached free-text priors")
 
     def __post_init__(self):
-        if self.vocab < 64 or self.reply_tokens < 4 or self.turn_updates < 0:
-            raise ValueError("--vocab must be at least 64, --reply-tokens at least 4 and "
-                             "--turn-updates at least 0")
+        if self.vocab < 64 or self.reply_tokens < 4 or min(self.turn_updates,
+                                                            self.train_layers) < 0:
+            raise ValueError("--vocab must be at least 64, --reply-tokens at least 4, "
+                             "--turn-updates and --train-layers at least 0")
 
 
 # --- The format: one chat turn per step ---
@@ -119,9 +124,13 @@ PHRASES = {  # the demonstrator's judgements as short phrases; the guide word is
     "neutral": ["neutral, no progress", "neutral, nothing changed", "neutral, I stayed put"],
     "negative": ["negative, that took me farther", "negative, farther from the goal",
                  "a negative step, wrong way"]}
-# (a space before a colon is allowed: a word-level tokenizer decodes with spaces between)
-REPLY = re.compile(r"Assessment[ \t]*:[ \t]*(?P<assessment>[^\n]*?)[ \t]*(?:\n|(?=Move[ \t]*:)|$)")
-MOVE = re.compile(r"Move[ \t]*:[ \t]*(?P<move>[A-Za-z]+)")
+# What a fair reader accepts of a reply: the labels in any case and in markdown bold
+# ("**Move:** south"), a space before a colon (a word-level tokenizer decodes with spaces
+# between), and the move's word on the line after its label ("Move:\nsouth").
+LABEL = r"\**{}\**[ \t]*:\**[ \t]*"  # "Move:", "**Move:**", "**Move**:", "move :"
+REPLY = re.compile(r"(?i)" + LABEL.format("assessment") + r"(?P<assessment>[^\n]*?)[ \t]*"
+                   r"(?:\n|(?=" + LABEL.format("move") + r")|$)")
+MOVE = re.compile(r"(?i)" + LABEL.format("move") + r"(?:\n[ \t]*)?\**(?P<move>[a-z]+)")
 # a minimal chat template for the tiny prior, in transformers' Jinja format (a chat model
 # brings its own): role headers and the end of turn are special tokens
 SPECIAL_TOKENS = ["<|pad|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
@@ -135,10 +144,30 @@ EXPLAINED = ("You walk a grid maze to its goal, one cell per move. Each turn sho
              "the row by one, south raises it, west lowers the column, east raises it.")
 CUE = (" A cue says how your last move went: warmer, it brought you closer to the goal through "
        "the maze; colder, it led away; same, you bumped into a wall; start, no move yet.")
-EXAMPLE = {True: ("at:2,2 goal:4,4 walls:N cue:warmer",
-                  "Assessment: the cue says warmer, so positive\nMove: south"),
-           False: ("at:2,2 goal:4,4 walls:N", "Assessment: closer to the goal, so positive\n"
-                                               "Move: south")}
+ASK_TERSE = (" Reply with two short lines: Assessment: positive, neutral or negative, and a "
+             "few words why; then Move: north, east, south or west.")
+WALL = (" After a move into a wall, the next turn says blocked: and that move; you did not "
+        "move.")
+# --example's example: a walk in a 4x4 maze (its cells exist in every maze played, 4x4 and up)
+# with each judgement and three of the moves, a misstep taken back among them, so that no one
+# word or move is there to copy: (observation with the cue, its assessment then; without the
+# cue, its assessment; the move)
+EXAMPLE_WALK = [
+    ("at:1,1 goal:2,3 walls:S cue:start", "no move yet, so neutral", "no move yet, so neutral",
+     "west"),
+    ("at:1,0 goal:2,3 walls:W cue:colder", "the cue says colder, so negative",
+     "farther from the goal, so negative", "east"),
+    ("at:1,1 goal:2,3 walls:S cue:warmer", "the cue says warmer, so positive",
+     "closer to the goal, so positive", "east"),
+    ("at:1,2 goal:2,3 walls:none cue:warmer", "the cue says warmer, so positive",
+     "closer to the goal, so positive", "south")]
+
+
+def wall_note(observation: str, move: str | None, bumped: bool, example: bool) -> str:
+    """The environment's turn after a move: the observation, and with --example a note when
+    the move ran into a wall (the observation alone differs from the last one only in its
+    cue, and a model that repeats its move would see the same pair again and again)."""
+    return f"{observation} blocked:{move}" if example and bumped and move else observation
 
 
 def system_prompt(guided: bool) -> str:
@@ -149,15 +178,18 @@ def system_prompt(guided: bool) -> str:
 
 def opening(guided: bool, example: bool = False, cue: bool = True) -> list:
     """The chat before the first observation: the system turn (the tiny prior's, or with
-    --example the format explained for a pretrained model), then with --example one exchange
-    that shows the format (its reply the move alone without the assessment)."""
+    --example the format explained for a pretrained model), then with --example the example
+    walk's exchanges (their replies the move alone without the assessment)."""
     if not example:
         return [{"role": "system", "content": system_prompt(guided)}]
-    observation, reply = EXAMPLE[cue]
-    return [{"role": "system", "content": EXPLAINED + (CUE if cue else "")
-             + (ASK_GUIDED if guided else ASK_UNGUIDED)},
-            {"role": "user", "content": observation},
-            {"role": "assistant", "content": reply if guided else reply.split("\n")[-1]}]
+    chat = [{"role": "system", "content": EXPLAINED + (CUE if cue else "") + WALL
+             + (ASK_TERSE if guided else ASK_UNGUIDED)}]
+    for observation, with_cue, without_cue, move in EXAMPLE_WALK:
+        judged = with_cue if cue else without_cue
+        chat += [{"role": "user", "content": observation if cue else observation.rsplit(" ", 1)[0]},
+                 {"role": "assistant", "content": f"Assessment: {judged}\nMove: {move}" if guided
+                  else f"Move: {move}"}]
+    return chat
 
 
 def reply_text(guide: str, action: str, guided: bool, rng: random.Random) -> str:
@@ -268,29 +300,33 @@ def token_span(offsets, span):
 
 # --- Stage 0 in the chat format: the tiny prior, its tokenizer, its cache ---
 
-def demonstrations(cfg: sg.Config, first: int = 0, count: int | None = None) -> list:
+def demonstrations(cfg: sg.Config, first: int = 0, count: int | None = None,
+                   example: bool = False) -> list:
     """The demonstrator's episodes (selfguide's Stage 0 seeds: --prior-episodes of them, or
     `count` from the `first`-th), each in both formats: [(guided, [(observation, reply),
-    ...])], the judgements as phrases drawn per step."""
+    ...])], the judgements as phrases drawn per step, the observations as play shows them
+    (with --example, a wall's note after a move into it)."""
     env, episodes = sg.make_env(cfg), []
     phrases = random.Random(f"phrases-{cfg.seed}" + (f"-{first}" if first else ""))
     count = cfg.prior_episodes if count is None else count
     for i in tqdm(range(first, first + count), desc="demonstrations", leave=False):
-        steps, _ = toy_env.demonstrate(env, seed=sg.PRIOR_SEED_BASE + cfg.seed * 10**6 + i,
-                                       cue_noise=cfg.cue_noise, cue_misjudge=cfg.cue_misjudge)
-        episodes += [(guided, [(o, reply_text(g, a, guided, phrases)) for o, g, a in steps])
-                     for guided in (True, False)]
+        steps, infos = toy_env.demonstrate(env, seed=sg.PRIOR_SEED_BASE + cfg.seed * 10**6 + i,
+                                           cue_noise=cfg.cue_noise, cue_misjudge=cfg.cue_misjudge)
+        shown = [o if t == 0 else wall_note(o, steps[t - 1][2], infos[t - 1]["bumped"], example)
+                 for t, (o, _, _) in enumerate(steps)]
+        episodes += [(guided, [(o, reply_text(g, a, guided, phrases))
+                               for o, (_, g, a) in zip(shown, steps)]) for guided in (True, False)]
     return episodes
 
 
-def encode_episode(tokenizer, guided: bool, steps):
-    """An episode [(observation, reply)] as the stream the rollout writes: (token ids, written),
-    written 1 on the reply tokens and each reply's end of turn, 0 on the prompt and the
-    environment's turns."""
-    ids = prompt_ids(tokenizer, guided)
+def encode_episode(tokenizer, guided: bool, steps, example: bool = False, cue: bool = True):
+    """An episode [(observation, reply)] as the stream the rollout writes, from the same opening
+    (--example, the cue): (token ids, written), written 1 on the reply tokens and each reply's
+    end of turn, 0 on the prompt and the environment's turns."""
+    ids = prompt_ids(tokenizer, guided, example, cue)
     written = [0] * len(ids)
     for t, (observation, reply) in enumerate(steps):
-        turn = cached_turn(tokenizer, observation, guided, t == 0)
+        turn = cached_turn(tokenizer, observation, guided, t == 0, example, cue)
         answer = cached_answer(tokenizer, reply)
         ids, written = ids + turn + answer, written + [0] * len(turn) + [1] * len(answer)
     return ids, written
@@ -365,19 +401,20 @@ def clone(model, sequences, cfg: sg.Config, device, updates: int = 0, desc: str 
 
 
 @torch.no_grad()
-def decisions_predicted(model, tokenizer, episodes) -> dict:
-    """Teacher-forced on demonstrations: the share of the demonstrator's moves, and of its
-    guide words, that the model's most likely next tokens write exactly (every token of the
-    word). Cloning's diagnostic: a prior whose moves are at chance (25%) never reaches a goal,
-    and GRPO then has nothing to learn from."""
+def decisions_predicted(model, tokenizer, episodes, example: bool = False,
+                        cue: bool = True) -> dict:
+    """Teacher-forced on demonstrations (from the opening of --example and the cue): the share
+    of the demonstrator's moves, and of its guide words, that the model's most likely next
+    tokens write exactly (every token of the word). Cloning's diagnostic: a prior whose moves
+    are at chance (25%) never reaches a goal, and GRPO then has nothing to learn from."""
     right = {"moves": [], "guides": []}
     device = next(model.parameters()).device
     for guided, steps in episodes:
-        ids, _ = encode_episode(tokenizer, guided, steps)
+        ids, _ = encode_episode(tokenizer, guided, steps, example, cue)
         best = model(torch.tensor([ids], device=device)).logits[0].argmax(-1).tolist()  # (L,)
-        position = len(prompt_ids(tokenizer, guided))
+        position = len(prompt_ids(tokenizer, guided, example, cue))
         for t, (observation, reply) in enumerate(steps):
-            position += len(cached_turn(tokenizer, observation, guided, t == 0))
+            position += len(cached_turn(tokenizer, observation, guided, t == 0, example, cue))
             answer, (assessment, move, _) = cached_answer(tokenizer, reply), parse_reply(reply)
             offsets = char_offsets(tokenizer, answer)
             word = re.search("|".join(GUIDES), reply[slice(*assessment)]) if assessment else None
@@ -447,6 +484,21 @@ def load_or_clone_prior(cfg: sg.Config, ft: FreeText, device) -> Path:
     return folder
 
 
+def freeze_below(model, layers: int):
+    """Train only the top `layers` transformer blocks and the final norm (0: every weight):
+    the embeddings, the lower blocks and the head (tied to the embeddings) stay as they are,
+    and a backward pass stops at the lowest block trained."""
+    if not layers:
+        return
+    base = model.base_model
+    blocks = base.layers if hasattr(base, "layers") else base.h  # Llama-style, GPT-2
+    if not layers <= len(blocks):
+        raise SystemExit(f"error: --train-layers {layers}: the model has {len(blocks)} blocks")
+    model.requires_grad_(False)
+    for module in list(blocks[-layers:]) + [base.norm if hasattr(base, "norm") else base.ln_f]:
+        module.requires_grad_(True)
+
+
 def load_model(folder, device, bf16: bool = False):
     """A causal LM (in bf16 with --bf16) and its tokenizer from a folder, or a hub name already
     downloaded; one line if the tokenizer has no chat template or no end-of-turn token, or
@@ -494,6 +546,7 @@ class Episodes:
     unparseable: torch.Tensor  # (N, T) bool: a reply that names no move (a bump)
     steps: sg.Rollouts         # a guide and an action position per step, the toy's layout:
                                # what iteration_advantages and episode_metrics read
+    capped: torch.Tensor       # (N, T) bool: a reply cut at --reply-tokens, before its end
 
 
 class Chats:
@@ -596,14 +649,16 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
     prompt = prompt_ids(tokenizer, guided, ft.example, cfg.cue)
     transcripts = [Transcript() for _ in range(n)]
     guides, truths = torch.full((n, horizon), -1), torch.full((n, horizon), -1)
-    revisits, unreadable, unparseable = (torch.zeros(n, horizon, dtype=torch.bool)
-                                         for _ in range(3))
+    revisits, unreadable, unparseable, capped = (torch.zeros(n, horizon, dtype=torch.bool)
+                                                 for _ in range(4))
     env_return, steps, truth, revisit = [0.0] * n, [0] * n, [-1] * n, [False] * n
     running, chats = list(range(n)), Chats(n, tokenizer.pad_token_id)
     for t in range(horizon):
         turns = []
         for i in running:
             turn = cached_turn(tokenizer, observations[i], guided, t == 0, ft.example, cfg.cue)
+            if t and capped[i, t - 1]:  # a reply cut at --reply-tokens: its turn closed for it
+                turn = [tokenizer.eos_token_id] + turn
             transcripts[i].add(turn, 0, -1, [sg.SLOT_CONTEXT] * len(turn))
             turns.append(prompt + turn if t == 0 else turn)
             truths[i, t], revisits[i, t] = truth[i], revisit[i]
@@ -620,7 +675,9 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
                 guides[i, t] = guide if guide >= 0 else GUIDES.index("neutral")
                 unreadable[i, t] = guide < 0
             unparseable[i, t] = move is None
-            observations[i], reward, terminated, truncated, info = envs[i].step(move)
+            capped[i, t] = tokenizer.eos_token_id not in reply
+            observation, reward, terminated, truncated, info = envs[i].step(move)
+            observations[i] = wall_note(observation, move, info["bumped"], ft.example)
             truth[i] = GUIDES.index(toy_env.true_polarity(info["progress"]))
             revisit[i], env_return[i], steps[i] = info["revisited"], env_return[i] + reward, t + 1
             if terminated or truncated:
@@ -634,7 +691,7 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
     optimal = torch.tensor([info["optimal_steps"] for _, info in resets])
     return Episodes(prompt, transcripts, unreadable, unparseable, sg.Rollouts(
         torch.zeros_like(slots), slots, torch.zeros(slots.shape), guides, truths, revisits,
-        torch.tensor(env_return), taken, optimal))
+        torch.tensor(env_return), taken, optimal), capped)
 
 
 def spread_advantages(episodes: Episodes, advantages: torch.Tensor, rows) -> list:
@@ -653,13 +710,23 @@ def spread_advantages(episodes: Episodes, advantages: torch.Tensor, rows) -> lis
 
 
 def shares(episodes: Episodes) -> dict:
-    """How often the reading failed: unreadable assessments among the guided replies, and
-    replies without a move among all."""
+    """How often the reading failed: unreadable assessments among the guided replies, replies
+    without a move among all, and replies cut at --reply-tokens among all."""
     replied = episodes.steps.guides >= 0
     taken = torch.arange(episodes.unparseable.shape[1]) < episodes.steps.steps[:, None]
     return {"unreadable": episodes.unreadable[replied].float().mean().item()
             if replied.any() else None,
-            "unparseable": episodes.unparseable[taken].float().mean().item()}
+            "unparseable": episodes.unparseable[taken].float().mean().item(),
+            "capped": episodes.capped[taken].float().mean().item()}
+
+
+def concat_episodes(parts) -> Episodes:
+    """Batches of episodes played from the same prompt, as one."""
+    return Episodes(parts[0].prompt, [t for p in parts for t in p.transcripts],
+                    torch.cat([p.unreadable for p in parts]),
+                    torch.cat([p.unparseable for p in parts]),
+                    sg.concat_rollouts([p.steps for p in parts]),
+                    torch.cat([p.capped for p in parts]))
 
 
 def evaluate(model, tokenizer, cfg: sg.Config, ft: FreeText, guided: bool,
@@ -668,10 +735,7 @@ def evaluate(model, tokenizer, cfg: sg.Config, ft: FreeText, guided: bool,
     seeds = [sg.EVAL_SEED_BASE + i for i in range(cfg.eval_tasks)]
     parts = [play(model, tokenizer, seeds[i:i + batch_size], guided, cfg, ft, 0, greedy=True)
              for i in range(0, len(seeds), batch_size)]
-    batch = Episodes(parts[0].prompt, [t for p in parts for t in p.transcripts],
-                     torch.cat([p.unreadable for p in parts]),
-                     torch.cat([p.unparseable for p in parts]),
-                     sg.concat_rollouts([p.steps for p in parts]))
+    batch = concat_episodes(parts)
     return {**sg.episode_metrics(batch.steps), **shares(batch)}
 
 
@@ -680,7 +744,7 @@ def describe(metrics: dict) -> str:
     unreadable = metrics.get("unreadable")
     return (sg.format_metrics(metrics) + ("" if unreadable is None else
                                           f"  unreadable {unreadable:.3f}") +
-            f"  no move {metrics['unparseable']:.3f}")
+            f"  no move {metrics['unparseable']:.3f}  cut {metrics['capped']:.3f}")
 
 
 # --- TRL: the rollout, the advantages, the trainer ---
@@ -699,7 +763,9 @@ def make_rollout_func(cfg: sg.Config, ft: FreeText, tokenizer):
         model = trainer.accelerator.unwrap_model(trainer.model)
         seed = int(torch.randint(2**31, (1,), generator=sampler))
         model.eval()  # (the tiny prior has no dropout; a chat model's config may)
+        start = time.perf_counter()
         batch = play(model, tokenizer, everyone, cfg.guided, cfg, ft, seed)
+        trainer.cost["generation"] += time.perf_counter() - start
         model.train()
         rank, processes = trainer.accelerator.process_index, trainer.accelerator.num_processes
         order = torch.randperm(len(everyone), generator=shuffler).view(cfg.minibatches, -1)
@@ -719,11 +785,70 @@ def make_rollout_func(cfg: sg.Config, ft: FreeText, tokenizer):
 
 def make_trainer_class():
     class FreeTextGRPOTrainer(bridge.trainer_base_class()):
-        """GRPOTrainer with selfguide's per-token advantages over free-text replies; TRL's
-        own per-token log-probs over the whole vocabulary."""
+        """GRPOTrainer with selfguide's per-token advantages over free-text replies, the
+        per-token log-probs over the whole vocabulary computed only at the tokens the model
+        wrote, and each iteration's cost in its record."""
+        cost = None  # seconds of this iteration: generation, scoring, update
+        written = None  # (B, C) the loss mask of the minibatch being trained on
 
         def steps(self) -> sg.Rollouts:
             return self.episodes.steps
+
+        def training_step(self, *args, **kwargs):
+            """One optimizer step; its seconds less the generation's and the scoring's are the
+            update's. The iteration's record gets its costs and the process's peak memory."""
+            start = time.perf_counter()
+            if self.cost is None or self.state.global_step % self.updates_per_iteration == 0:
+                self.cost = {"generation": 0.0, "scoring": 0.0, "update": 0.0}
+            before = self.cost["generation"] + self.cost["scoring"]
+            loss = super().training_step(*args, **kwargs)
+            self.cost["update"] += time.perf_counter() - start - (
+                self.cost["generation"] + self.cost["scoring"] - before)
+            self.records[-1].update({f"{k}_seconds": v for k, v in self.cost.items()},
+                                    peak_memory_gib=peak_memory_gib())
+            return loss
+
+        def _generate_and_score_completions(self, inputs):
+            start, generation = time.perf_counter(), self.cost["generation"]
+            output = super()._generate_and_score_completions(inputs)
+            self.cost["scoring"] += (time.perf_counter() - start
+                                     - (self.cost["generation"] - generation))
+            return output
+
+        def _compute_loss(self, model, inputs):
+            self.written = inputs["completion_mask"] * inputs["tool_mask"]  # (B, C)
+            try:
+                return super()._compute_loss(model, inputs)
+            finally:
+                self.written = None
+
+        def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask,
+                                               logits_to_keep, batch_size=None,
+                                               compute_entropy=False, **kwargs):
+            """TRL's log-probs of the completion's tokens (B, C) at --temperature, and their
+            entropies, with the head (49k words wide for SmolLM2) applied only where the loss
+            reads them, the tokens the model wrote: TRL applies it at every position, most of
+            a CPU's training pass. Elsewhere (TRL's scoring of a batch outside the loss) TRL's
+            own."""
+            if self.written is None or self.written.shape != (len(input_ids), logits_to_keep):
+                return super()._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, batch_size,
+                    compute_entropy, **kwargs)
+            # through `model` itself (on P processes the DDP wrapper, whose backward
+            # all-reduces), the head at the last position only; its last hidden state is normed
+            hidden = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=1,
+                           output_hidden_states=True, use_cache=False).hidden_states[-1]
+            hidden = hidden[:, -logits_to_keep - 1:-1]       # (B, C, H): position p predicts p+1
+            row, column = self.written.bool().nonzero(as_tuple=True)
+            head = self.accelerator.unwrap_model(model).get_output_embeddings()
+            logp = torch.log_softmax(head(hidden[row, column]).float() / self.temperature, -1)
+            target = input_ids[:, -logits_to_keep:][row, column]
+            scored = torch.zeros(self.written.shape, device=input_ids.device)
+            logps = scored.index_put((row, column), logp.gather(-1, target[:, None]).squeeze(-1))
+            entropies = None
+            if compute_entropy:
+                entropies = scored.index_put((row, column), -(logp.exp() * logp).sum(-1))
+            return logps, entropies, None
 
         def token_advantages(self, advantages, width: int) -> torch.Tensor:
             rows = spread_advantages(self.episodes, advantages, self.rows)
@@ -736,13 +861,16 @@ def make_trainer_class():
     return FreeTextGRPOTrainer
 
 
+def peak_memory_gib() -> float:
+    """The most memory this process has held so far (its peak resident set), in GiB."""
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+
+
 def grpo_config(cfg: sg.Config, ft: FreeText, out: Path, device, positions: int):
     """The bridge's GRPOConfig, with the free-text precision; max_completion_length (which
     only TRL's own generation and its dr_grpo loss read) is the model's position count."""
-    args = bridge.grpo_config(cfg, out, device)
-    args.max_completion_length = positions
-    args.bf16 = ft.bf16
-    return args
+    return bridge.grpo_config(cfg, out, device, max_completion_length=positions, bf16=ft.bf16)
 
 
 # --- The command line, and one run ---
@@ -851,6 +979,7 @@ def main(argv=None):
         with state.main_process_first():  # the main process clones the prior, the others load it
             folder = str(load_or_clone_prior(cfg, ft, device))
     model, tokenizer = load_model(folder, device, ft.bf16)  # TRL's reference: this path
+    freeze_below(model, ft.train_layers)
     positions = model.config.max_position_embeddings  # the longest completion it can hold
     before = []
     if state.is_main_process:

@@ -303,11 +303,13 @@ def whole_minibatch_loss(loss, inputs, accelerator):
     return loss * local.clamp(min=1.0) * accelerator.num_processes / total.clamp(min=1.0)
 
 
-def grpo_config(cfg: sg.Config, out: Path, device):
-    """GRPOConfig with selfguide's settings, named where TRL names them."""
+def grpo_config(cfg: sg.Config, out: Path, device, **settings):
+    """GRPOConfig with selfguide's settings, named where TRL names them; `settings`, TRL's own,
+    override them (in the constructor: GRPOConfig derives its precision and batch sizes
+    there, so a setting changed on the object afterwards is not seen)."""
     from trl import GRPOConfig
     rollouts = cfg.tasks_per_iter * cfg.group_size
-    return GRPOConfig(
+    return GRPOConfig(**{**dict(
         output_dir=str(out), seed=cfg.seed, use_cpu=device.type == "cpu", bf16=False,
         num_generations=cfg.group_size,                  # G rollouts per task
         per_device_train_batch_size=rollouts // (cfg.minibatches * process_count()),
@@ -326,7 +328,7 @@ def grpo_config(cfg: sg.Config, out: Path, device):
         logging_steps=cfg.minibatches * cfg.update_epochs,  # once per iteration, into log.jsonl
         activation_checkpointing=False,                  # TRL's default is on; nothing to save here
         ddp_find_unused_parameters=False,                # every weight is used
-        save_strategy="no", report_to="none", disable_tqdm=False)
+        save_strategy="no", report_to="none", disable_tqdm=False), **settings})
 
 
 # --- Training and evaluation ---
