@@ -120,7 +120,7 @@ def test_the_warm_starts_tokens_and_their_context_are_what_play_shows_the_model(
     are the stream `play` writes on its task when the model replies as the demonstrator did,
     token for token (the template's newline after the last end of turn aside, never
     trained), and the tokens trained are exactly those the model wrote there, each reply and
-    its end of turn."""
+    its end of turn. Its loss, the head applied at those tokens only, is TRL's own."""
     pytest.importorskip("trl", reason="the warm start needs the optional extra trl==1.16.0")
     import warm_start
     from datasets import Dataset
@@ -132,10 +132,11 @@ def test_the_warm_starts_tokens_and_their_context_are_what_play_shows_the_model(
     own = tokenizer.chat_template
     tokenizer.chat_template = warm_start.training_template(own)
     try:
-        trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(converted),
-                             args=warm_start.sft_config(cfg, ft, tmp_path, torch.device("cpu")),
-                             train_dataset=Dataset.from_list(warm_start.conversations(cfg, ft)),
-                             processing_class=tokenizer)
+        trainer = warm_start.trainer_class()(
+            model=AutoModelForCausalLM.from_pretrained(converted),
+            args=warm_start.sft_config(cfg, ft, tmp_path, torch.device("cpu")),
+            train_dataset=Dataset.from_list(warm_start.conversations(cfg, ft)),
+            processing_class=tokenizer)
     finally:
         tokenizer.chat_template = own
     episodes = freetext.demonstrations(cfg, example=True)  # task i: guided, then unguided
@@ -151,6 +152,13 @@ def test_the_warm_starts_tokens_and_their_context_are_what_play_shows_the_model(
         assert row["input_ids"][:len(stream)] == stream
         assert row["input_ids"][len(stream):] == tokenizer.encode("\n", add_special_tokens=False)
         assert [label != -100 for label in row["labels"]] == [bool(w) for w in written] + [False]
+    batch = trainer.data_collator([trainer.train_dataset[k] for k in range(3)])
+    trained = (batch["labels"] != -100).sum()
+    with torch.no_grad():
+        ours = trainer.compute_loss(trainer.model, dict(batch), num_items_in_batch=trained)
+        theirs = SFTTrainer.compute_loss(trainer, trainer.model, dict(batch),
+                                         num_items_in_batch=trained)
+    assert ours.item() == pytest.approx(theirs.item(), rel=1e-4)
 
 
 @pytest.mark.skipif(not os.environ.get("SELFGUIDE_REAL_TRAINING"),

@@ -569,14 +569,14 @@ def test_one_iteration_with_a_llama_style_model_trains_and_logs_the_failures(
     assert "unreadable assessments" in (out / "summary.md").read_text()
 
 
-def test_load_model_reads_a_chat_models_folder_in_its_dtype_and_refuses_a_plain_one(tmp_path):
+def test_load_model_reads_a_chat_models_folder_in_float32_and_refuses_a_plain_one(tmp_path):
     from transformers import GPT2Config, GPT2LMHeadModel
     tokenizer = tokenizers()["bpe"]
     GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=1,
-                               n_head=2)).save_pretrained(tmp_path)
+                               n_head=2)).to(torch.bfloat16).save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
-    model, loaded = freetext.load_model(tmp_path, "cpu", bf16=True)
-    assert next(model.parameters()).dtype == torch.bfloat16 and loaded.chat_template
+    model, loaded = freetext.load_model(tmp_path, "cpu")  # --bf16 is mixed precision: float32
+    assert next(model.parameters()).dtype == torch.float32 and loaded.chat_template
     model.save_pretrained(tmp_path / "plain")
     tokenizer.chat_template = None
     tokenizer.save_pretrained(tmp_path / "plain")

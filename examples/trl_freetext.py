@@ -94,8 +94,9 @@ class FreeText:
                                       "turn, no history), then --prior-epochs over whole chats: "
                                       "what a chat model brings from pretraining, reading one "
                                       "observation (0: whole chats only)")
-    bf16: bool = setting(False, "load the model in bf16 and train with TRL's bf16 (a GPU's "
-                                "setting)")
+    bf16: bool = setting(False, "bf16 mixed precision: float32 weights, bfloat16 matmuls in "
+                                "generation and in TRL's passes (a GPU's setting, and a CPU's "
+                                "with bf16 instructions)")
     example: bool = setting(False, "the format for a pretrained chat model: each chat opens with "
                                    "the format explained and an example walk (EXPLAINED, "
                                    "EXAMPLE_WALK), a terse reply asked for, and a move into a "
@@ -499,10 +500,10 @@ def freeze_below(model, layers: int):
         module.requires_grad_(True)
 
 
-def load_model(folder, device, bf16: bool = False):
-    """A causal LM (in bf16 with --bf16) and its tokenizer from a folder, or a hub name already
-    downloaded; one line if the tokenizer has no chat template or no end-of-turn token, or
-    its template cannot be cut into turns."""
+def load_model(folder, device):
+    """A causal LM (float32 weights: --bf16 is mixed precision) and its tokenizer from a folder,
+    or a hub name already downloaded; one line if the tokenizer has no chat template or no
+    end-of-turn token, or its template cannot be cut into turns."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     tokenizer = AutoTokenizer.from_pretrained(folder)
     if not tokenizer.chat_template or tokenizer.eos_token_id is None:
@@ -512,7 +513,7 @@ def load_model(folder, device, bf16: bool = False):
         tokenizer.pad_token = tokenizer.eos_token
     environment_turn(tokenizer, "at:0,0", True, False)  # the template's check, before any work
     model = AutoModelForCausalLM.from_pretrained(
-        folder, dtype=torch.bfloat16 if bf16 else torch.float32)
+        folder, dtype=torch.float32)
     return model.to(device).eval(), tokenizer
 
 
@@ -594,7 +595,8 @@ def generate_replies(model, tokenizer, chats: Chats, ft: FreeText, temperature: 
         chats.cache = DynamicCache(config=model.config)
     width = chats.ids.shape[1]
     sampling = {} if greedy else {"temperature": temperature, "top_k": 0, "top_p": 1.0}
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), \
+            torch.autocast(device.type, dtype=torch.bfloat16, enabled=ft.bf16):
         torch.manual_seed(seed)
         out = model.generate(input_ids=chats.ids, attention_mask=chats.mask, cache=chats.cache,
                              do_sample=not greedy, max_new_tokens=ft.reply_tokens,
@@ -880,13 +882,16 @@ REFUSED = {"prior_guide_target": "the free-text prior clones for --prior-epochs"
            "cue_misjudge": "the free-text demonstrator is selfguide's default one"}
 
 
-def parse_config(argv=None):
+def parse_config(argv=None, own=None, description: str = __doc__.split("\n\n")[0]):
     """selfguide.py's settings (those TRL cannot run refused as the bridge refuses them) and
-    FreeText's; one line for a bad one."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    FreeText's, and a harness's own (the dataclass `own`, made third when given); one line for
+    a bad one."""
+    parser = argparse.ArgumentParser(description=description,
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     sg.add_settings(parser, sg.Config)
     sg.add_settings(parser, FreeText)
+    if own:
+        sg.add_settings(parser, own)
     # two layers: a step's tokens are not at fixed offsets in a chat (replies vary in length),
     # and one GPT-2 layer cannot find the last observation's cell (its cloning loss stalls).
     # Temperature 0.5, 100 iterations: chosen on seed 0 (at temperature 1 the tiny prior's
@@ -894,9 +899,11 @@ def parse_config(argv=None):
     parser.set_defaults(n_layer=2, temperature=0.5, iterations=100)
     args = vars(parser.parse_args(argv))
     names = {f.name for f in dataclasses.fields(FreeText)}
+    harness = {f.name for f in dataclasses.fields(own)} if own else set()
     try:
         ft = FreeText(**{k: v for k, v in args.items() if k in names})
-        cfg = sg.Config(**{k: v for k, v in args.items() if k not in names})
+        cfg = sg.Config(**{k: v for k, v in args.items() if k not in names | harness})
+        mine = own(**{k: v for k, v in args.items() if k in harness}) if own else None
     except ValueError as error:
         parser.error(str(error))
     given = argv if argv is not None else sys.argv[1:]
@@ -911,7 +918,8 @@ def parse_config(argv=None):
         cfg = bridge.check_config(cfg)
     except SystemExit as refusal:
         parser.error(str(refusal).removeprefix("error: "))
-    return dataclasses.replace(cfg, guide_temperature=cfg.temperature), ft
+    cfg = dataclasses.replace(cfg, guide_temperature=cfg.temperature)
+    return (cfg, ft, mine) if own else (cfg, ft)
 
 
 def model_folder(name: str) -> str:
@@ -978,7 +986,7 @@ def main(argv=None):
     if not folder:
         with state.main_process_first():  # the main process clones the prior, the others load it
             folder = str(load_or_clone_prior(cfg, ft, device))
-    model, tokenizer = load_model(folder, device, ft.bf16)  # TRL's reference: this path
+    model, tokenizer = load_model(folder, device)  # TRL's reference: this path
     freeze_below(model, ft.train_layers)
     positions = model.config.max_position_embeddings  # the longest completion it can hold
     before = []

@@ -79,12 +79,36 @@ def conversations(cfg: sg.Config, ft: freetext.FreeText, first: int = 0,
     return rows
 
 
+def trainer_class():
+    """TRL's SFTTrainer, its loss's head applied only at the trained tokens: a reply is a tenth
+    of a conversation, and TRL applies the head (49k words wide for SmolLM2) at every position,
+    half of a CPU's step. The same loss (a test compares it with TRL's own): the tokens' mean
+    negative log-likelihood over the trained tokens of the whole update."""
+    from trl import SFTTrainer
+
+    class RepliesOnly(SFTTrainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            labels = inputs["labels"][:, 1:]                  # (B, L-1): position p predicts p+1
+            trained = labels != -100
+            hidden = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
+                           logits_to_keep=1, output_hidden_states=True,
+                           use_cache=False).hidden_states[-1][:, :-1]   # (B, L-1, H), normed
+            head = self.accelerator.unwrap_model(model).get_output_embeddings()
+            logp = torch.log_softmax(head(hidden[trained]).float(), -1)  # (W, V)
+            nll = -logp.gather(-1, labels[trained][:, None]).sum()
+            count = trained.sum() if num_items_in_batch is None else num_items_in_batch
+            return nll / torch.as_tensor(count).clamp(min=1)
+    return RepliesOnly
+
+
 def sft_config(cfg: sg.Config, ft: freetext.FreeText, out: Path, device):
     """SFTConfig with Stage 0's settings, named where TRL names them."""
     from trl import SFTConfig
     return SFTConfig(
         output_dir=str(out), seed=cfg.seed, use_cpu=device.type == "cpu", bf16=ft.bf16,
-        per_device_train_batch_size=cfg.prior_batch, num_train_epochs=cfg.prior_epochs,
+        # --prior-batch conversations an update, four at a time (the activations' memory)
+        per_device_train_batch_size=min(cfg.prior_batch, 4),
+        gradient_accumulation_steps=max(cfg.prior_batch // 4, 1), num_train_epochs=cfg.prior_epochs,
         learning_rate=cfg.prior_lr, lr_scheduler_type="cosine", warmup_steps=0,
         weight_decay=0.0,
         completion_only_loss=True, assistant_only_loss=True,  # the replies, nothing else
@@ -124,16 +148,15 @@ def main(argv=None):
         torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
     sg.checked_folder(out, "--out")
-    model, tokenizer = freetext.load_model(freetext.model_folder(ft.model), device, ft.bf16)
+    model, tokenizer = freetext.load_model(freetext.model_folder(ft.model), device)
     from datasets import Dataset
-    from trl import SFTTrainer
     sg.seed_everything(cfg.seed)
     rows = conversations(cfg, ft)
     own = tokenizer.chat_template
     tokenizer.chat_template = training_template(own)
     freetext.freeze_below(model, ft.train_layers)
-    trainer = SFTTrainer(model=model.train(), args=sft_config(cfg, ft, out, device),
-                         train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+    trainer = trainer_class()(model=model.train(), args=sft_config(cfg, ft, out, device),
+                              train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
     trained = sum(sum(1 for label in row["labels"] if label != -100)
                   for row in trainer.train_dataset)
     start = time.perf_counter()

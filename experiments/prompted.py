@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent / "examples"),
@@ -33,12 +34,23 @@ import trl_freetext as freetext  # noqa: E402
 
 BATCH = 50  # episodes per generate batch
 RANDOM_DRAWS = 200  # episodes per maze of the uniform baseline (--model random)
+MAZES = {"held-out": sg.EVAL_SEED_BASE,  # selfguide's held-out tasks, never trained on
+         "tuning": sg.CALIBRATION_SEED_BASE}  # its calibration mazes: to choose settings on
 
 
-def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool) -> dict:
-    """Every held-out maze once: selfguide's metrics, the format's failures, and per maze
+@dataclass
+class Play:
+    """How the model is played, beside selfguide.py's and the free-text path's settings."""
+    mazes: str = sg.setting("held-out", "held-out (the tasks every table reports), or tuning "
+                                        "(other mazes, to choose settings on)", list(MAZES))
+    sampled: bool = sg.setting(True, "also play sampled at --temperature (--no-sampled: greedy "
+                                     "only)")
+
+
+def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool, mazes="held-out") -> dict:
+    """Every maze of the set once: selfguide's metrics, the format's failures, and per maze
     whether it reached the goal."""
-    seeds = [sg.EVAL_SEED_BASE + i for i in range(cfg.eval_tasks)]
+    seeds = [MAZES[mazes] + i for i in range(cfg.eval_tasks)]
     parts = [freetext.play(model, tokenizer, seeds[i:i + BATCH], guided, cfg, ft, cfg.seed + i,
                            greedy=greedy) for i in range(0, len(seeds), BATCH)]
     episodes = freetext.concat_episodes(parts)
@@ -73,7 +85,7 @@ def table(rows: dict) -> str:
                      f"{sg.metric_text(m.get('guide_progress_accuracy'), 3)} | "
                      f"{sg.metric_text(m.get('share_positive'), 2)} |")
     lines.append("")
-    for how in ("greedy", "sampled"):
+    for how in [h for h in ("greedy", "sampled") if f"ReAct, {h}" in rows]:
         with_guide, without = rows[f"ReAct w/ SG, {how}"], rows[f"ReAct, {how}"]
         differences = [a - b for a, b in zip(with_guide["per_maze"], without["per_maze"])]
         lines.append(f"- ReAct w/ SG - ReAct, {how}, paired on {len(differences)} mazes: "
@@ -82,11 +94,11 @@ def table(rows: dict) -> str:
 
 
 def parse_args(argv=None):
-    return freetext.parse_config(argv)
+    return freetext.parse_config(argv, Play, __doc__.split("\n\n")[0])
 
 
 def main(argv=None):
-    cfg, ft = parse_args(argv)
+    cfg, ft, how_played = parse_args(argv)
     if not ft.model:
         raise SystemExit("error: give a chat model: --model smollm2, a folder, or random")
     if ft.model == "random":
@@ -101,13 +113,14 @@ def main(argv=None):
         torch.set_num_threads(cfg.threads)
     out = Path(cfg.out or "runs/prompted")
     sg.checked_folder(out, "--out")
-    model, tokenizer = freetext.load_model(folder, device, ft.bf16)
+    model, tokenizer = freetext.load_model(folder, device)
     start, rows = time.perf_counter(), {}
-    for how, greedy in (("greedy", True), ("sampled", False)):
+    for how, greedy in (("greedy", True), ("sampled", False))[:2 if how_played.sampled else 1]:
         for name, guided in (("ReAct", False), ("ReAct w/ SG", True)):
-            rows[f"{name}, {how}"] = play_all(model, tokenizer, cfg, ft, guided, greedy)
+            rows[f"{name}, {how}"] = play_all(model, tokenizer, cfg, ft, guided, greedy,
+                                              how_played.mazes)
             print(f"{name}, {how}: {freetext.describe(rows[f'{name}, {how}'])}", flush=True)
-    text = (f"{ft.model} on {cfg.eval_tasks} held-out {cfg.size}x{cfg.size} mazes (start at "
+    text = (f"{ft.model} on {cfg.eval_tasks} {how_played.mazes} {cfg.size}x{cfg.size} mazes (start at "
             f"least {cfg.min_distance} moves away, {cfg.max_steps} moves), sampled at temperature "
             f"{cfg.temperature:g}; {time.perf_counter() - start:.0f} s. Command: "
             f"{compare.command_line('prompted.py', argv)}\n\n{table(rows)}")

@@ -522,7 +522,39 @@ def test_prompted_pairs_the_formats_on_the_same_mazes():
     # differences (1, 0, 0): mean 1/3, sample std 0.577, t(0.975, 2 df) = 4.303
     half = 4.303 * math.sqrt(1 / 3) / math.sqrt(3)
     assert f"greedy, paired on 3 mazes: +0.333 [{1 / 3 - half:+.3f}, {1 / 3 + half:+.3f}]" in text
-    assert "sampled, paired on 3 mazes: +0.667 [" in text
+    half = 4.303 * math.sqrt(1 / 3) / math.sqrt(3)  # differences (1, 0, 1): the same spread
+    assert f"sampled, paired on 3 mazes: +0.667 [{2 / 3 - half:+.3f}, {2 / 3 + half:+.3f}]" in text
+    greedy_only = prompted.table({k: v for k, v in rows.items() if "greedy" in k})
+    assert "greedy, paired on 3 mazes" in greedy_only and "sampled" not in greedy_only
+
+
+def test_prompted_plays_the_held_out_or_the_tuning_mazes_greedy_or_also_sampled(monkeypatch,
+                                                                                 tmp_path):
+    """--mazes tuning plays selfguide's calibration mazes (never trained on, never held out);
+    --no-sampled plays greedily only."""
+    played = []
+
+    def fake_play(model, tokenizer, seeds, guided, cfg, ft, seed, greedy=False):
+        played.append((tuple(seeds), guided, greedy))
+        return prompted.freetext.Episodes([], [], torch.zeros(len(seeds), 2, dtype=torch.bool),
+                                          torch.zeros(len(seeds), 2, dtype=torch.bool),
+                                          sg.rollout(tiny_policy(), [0] * len(seeds), guided,
+                                                     tiny_config(max_steps=2), greedy=True),
+                                          torch.zeros(len(seeds), 2, dtype=torch.bool))
+    monkeypatch.setattr(prompted.freetext, "play", fake_play)
+    monkeypatch.setattr(prompted.freetext, "load_model", lambda folder, device: (None, None))
+    monkeypatch.setattr(prompted.freetext, "model_folder", lambda name: name)
+    args = ["--model", "any", "--size", "4", "--min-distance", "3", "--max-steps", "2",
+            "--eval-tasks", "3"]
+    rows = prompted.main(args + ["--mazes", "tuning", "--no-sampled", "--out", str(tmp_path)])
+    assert list(rows) == ["ReAct, greedy", "ReAct w/ SG, greedy"]
+    assert played == [(tuple(sg.CALIBRATION_SEED_BASE + i for i in range(3)), g, True)
+                      for g in (False, True)]
+    played.clear()
+    prompted.main(args + ["--out", str(tmp_path)])
+    assert [(s[0], g, gr) for s, g, gr in played] == [
+        (sg.EVAL_SEED_BASE, False, True), (sg.EVAL_SEED_BASE, True, True),
+        (sg.EVAL_SEED_BASE, False, False), (sg.EVAL_SEED_BASE, True, False)]
 
 
 def test_uniform_moves_reach_the_goal_as_often_as_the_exact_walk(monkeypatch):
