@@ -143,15 +143,28 @@ def tables(per_seed: list[dict]) -> str:
 
 def probe_table(per_seed: list[dict], key: str, label: str) -> str:
     """Each checkpoint's guide judging the fixed probe (the prior's greedy held-out episodes,
-    probe.py): the same moves for every checkpoint, paired by seed against the prior."""
-    lines = [f"| checkpoint, judging the probe | guide {label} | vs the prior [95% CI] | "
-             f"guide accuracy | positive guides |", "|---|---|---|---|---|"]
-    prior = [s["probe"][0]["probe_" + key] for s in per_seed]
+    probe.py): the same moves for every checkpoint, paired by seed against the prior. Beside
+    each accuracy, the mean probability the guide puts on the true word (which moves before
+    the top word does), and the same on the stale moves where the house records them."""
+    columns = [("probe_" + key, f"guide {label}"),
+               ("probe_guide_true_prob_progress", "probability of the true word"),
+               ("probe_guide_accuracy_stale", "stale moves: accuracy"),
+               ("probe_guide_true_prob_stale", "stale moves: probability of the true word")]
+    # results made before a metric was recorded lack it
+    columns = [(k, name) for k, name in columns
+               if all(s["probe"][0].get(k) is not None for s in per_seed)]
+    lines = ["| checkpoint, judging the probe | "
+             + " | ".join(f"{name} | vs the prior [95% CI]" for _, name in columns)
+             + " | guide accuracy | positive guides |",
+             "|---|" + "---|---|" * len(columns) + "---|---|"]
     for k, name in enumerate(NAMES):
         own = [s["probe"][k] for s in per_seed]
-        accuracy = [m["probe_" + key] for m in own]
-        lines.append(f"| {name} | {mean_cell(accuracy)} | "
-                     f"{'-' if k == 0 else interval_cell(accuracy, prior)} | "
+        cells = []
+        for metric, _ in columns:
+            values = [m[metric] for m in own]
+            prior = [s["probe"][0][metric] for s in per_seed]
+            cells += [mean_cell(values), "-" if k == 0 else interval_cell(values, prior)]
+        lines.append(f"| {name} | " + " | ".join(cells) + " | "
                      f"{mean_cell([m['probe_guide_accuracy'] for m in own])} | "
                      f"{mean_cell([m['probe_share_positive'] for m in own], 2)} |")
     return "\n".join(lines)

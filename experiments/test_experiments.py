@@ -416,6 +416,32 @@ def test_checkpoints_steer_fixed_policies_and_the_run_is_selfguides_own(tmp_path
     assert "written to" in capsys.readouterr().out
 
 
+
+def test_probe_table_shows_the_true_words_probability_and_the_stale_moves_where_recorded():
+    def probe(k, scale, stale=True):  # checkpoint k of a seed whose figures grow by `scale`
+        m = {"probe_guide_progress_accuracy": 0.5, "probe_guide_true_prob_progress": 0.5,
+             "probe_guide_accuracy": 0.5, "probe_share_positive": 0.5}
+        if stale:
+            m |= {"probe_guide_accuracy_stale": 0.0, "probe_guide_true_prob_stale": scale * k}
+        return m
+    per_seed = [{"probe": [probe(k, scale) for k in range(5)]} for scale in (0.1, 0.2)]
+    table = checkpoints.probe_table(per_seed, compare.PROGRESS, "progress acc.").splitlines()
+    header = [c.strip() for c in table[0].split("|")[1:-1]]
+    assert header == ["checkpoint, judging the probe", "guide progress acc.",
+                      "vs the prior [95% CI]", "probability of the true word",
+                      "vs the prior [95% CI]", "stale moves: accuracy", "vs the prior [95% CI]",
+                      "stale moves: probability of the true word", "vs the prior [95% CI]",
+                      "guide accuracy", "positive guides"]
+    final = [c.strip() for c in table[-1].split("|")[1:-1]]
+    # the final checkpoint's stale probabilities 0.4 and 0.8 against the prior's 0 and 0:
+    # mean 0.6, sample std 0.283, half-width t(0.975, 1 dof) 12.706 x 0.283 / sqrt(2) = 2.541
+    assert final[0] == "final" and final[7] == "0.600 ± 0.283"
+    assert final[8] == "+0.600 [-1.941, +3.141]"
+    assert [c.strip() for c in table[2].split("|")[1:-1]][2] == "-"  # the prior: no difference
+    # results made before the stale moves (or the probability) were recorded: no such column
+    older = [{"probe": [probe(k, 0.1, stale=False) for k in range(5)]} for _ in range(2)]
+    assert "stale" not in checkpoints.probe_table(older, compare.PROGRESS, "progress acc.")
+
 # --- the priors' table ---
 
 def test_priors_table_gives_a_row_a_seed_then_the_mean_spread_and_range():
