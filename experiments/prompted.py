@@ -121,8 +121,10 @@ def main(argv=None):
                                               how_played.mazes)
             print(f"{name}, {how}: {freetext.describe(rows[f'{name}, {how}'])}", flush=True)
     text = (f"{ft.model} on {cfg.eval_tasks} {how_played.mazes} {cfg.size}x{cfg.size} mazes (start at "
-            f"least {cfg.min_distance} moves away, {cfg.max_steps} moves), sampled at temperature "
-            f"{cfg.temperature:g}; {time.perf_counter() - start:.0f} s. Command: "
+            f"least {cfg.min_distance} moves away, {cfg.max_steps} moves), "
+            + (f"greedy and sampled at temperature {cfg.temperature:g}" if how_played.sampled
+               else "greedy")
+            + f"; {time.perf_counter() - start:.0f} s. Command: "
             f"{compare.command_line('prompted.py', argv)}\n\n{table(rows)}")
     compare.write_results(out, "prompted", text, rows)
     return rows

@@ -576,8 +576,12 @@ def test_prompted_plays_the_held_out_or_the_tuning_mazes_greedy_or_also_sampled(
     assert list(rows) == ["ReAct, greedy", "ReAct w/ SG, greedy"]
     assert played == [(tuple(sg.CALIBRATION_SEED_BASE + i for i in range(3)), g, True)
                       for g in (False, True)]
+    assert "3 tuning 4x4 mazes (start at least 3 moves away, 2 moves), greedy;" in \
+        (tmp_path / "prompted.md").read_text()
     played.clear()
     prompted.main(args + ["--out", str(tmp_path)])
+    assert "held-out 4x4 mazes (start at least 3 moves away, 2 moves), greedy and sampled at " \
+        "temperature 0.5;" in (tmp_path / "prompted.md").read_text()
     assert [(s[0], g, gr) for s, g, gr in played] == [
         (sg.EVAL_SEED_BASE, False, True), (sg.EVAL_SEED_BASE, True, True),
         (sg.EVAL_SEED_BASE, False, False), (sg.EVAL_SEED_BASE, True, False)]
