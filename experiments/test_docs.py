@@ -34,6 +34,7 @@ PARSERS = {  # every script the docs run: the function of it that reads its comm
     "examples/smollm2.py": "parse_args",
     "examples/trl_selfguide.py": "parse_config",
     "examples/trl_freetext.py": "parse_config",
+    "examples/warm_start.py": "parse_config",
     ".ci/student.py": "parse_args",
 }
 PLACEHOLDER = re.compile(r"^[A-Z]{1,3}$|\.\.\.")  # S, LR, ... in prose: a pattern, not a command
