@@ -96,8 +96,9 @@ class Config:
     # Self-Guide
     variant: str = setting("sg_gr", "grpo: no guide; sg: guides, lambda 0; sg_gr: and their reward",
                            ["grpo", "sg", "sg_gr"])
-    paper_faithful: bool = setting(False, "the paper's objective and sampling: departures 2, 5 "
-                                          "and 7 taken back (its settings become the defaults)")
+    paper_faithful: bool = setting(False, "the paper's objective and sampling, departures 2, 5 "
+                                          "and 7 taken back: on the command line, "
+                                          "PAPER_FAITHFUL's settings become the defaults")
     internal_reward: str = setting(
         "guide", "r_t: guide (the paper); controls: oracle (true progress) or random",
         ["guide", "oracle", "random"])
@@ -709,7 +710,9 @@ def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: 
         guide_advantage = env_advantage[:, None].expand(-1, horizon)
     elif cfg.guide_advantage == "outcome":  # guard: paid for calling how the episode went,
         polarity = step_rewards(batch.guides, batch.truths) / GUIDE_REWARD["positive"]  # +1/0/-1
-        guide_advantage = env_advantage[:, None] * polarity  # a constant word sums to 0 a group
+        # a constant word earns sum_i A_env,i = 0 at a step all the group plays, less where
+        # only failures play on (a success ends early): praise never earns
+        guide_advantage = env_advantage[:, None] * polarity
     elif cfg.guide_advantage == "none":
         guide_advantage = torch.zeros_like(guide_advantage)
     elif cfg.guide_advantage == "truth":  # control: +1 for the true word, -1 for another
@@ -859,7 +862,8 @@ def concat_rollouts(parts) -> Rollouts:
     merged = {}
     for f in dataclasses.fields(Rollouts):
         tensors = [getattr(p, f.name) for p in parts]
-        if tensors[0] is None:  # a batch made without the stale map's record
+        if tensors[0] is None:  # not recorded: the stale map outside the house, the guides'
+            # probabilities on examples/' free-text path
             merged[f.name] = None
             continue
         if f.name in ("tokens", "slots", "logprobs"):

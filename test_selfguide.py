@@ -1630,6 +1630,8 @@ def test_the_outcome_guard_pays_a_guide_for_calling_the_outcome_never_for_praise
     longer = guide_advantages_of(stalled, torch.full((4, 6), -1), success, "outcome", steps)
     assert torch.allclose(longer[:, :3], a_env[:, None].expand(4, 3), atol=1e-5)
     assert torch.allclose(longer[1, 3:], a_env[1].expand(3), atol=1e-5)
+    # summed over the group, constant praise earns 0 where all four play and less after
+    assert longer[:, :3].sum().abs() < 1e-5 and longer[:, 3:].sum() < -1
     # a group that all failed carries no outcome to call: nothing is paid
     assert (guide_advantages_of(called, truths, torch.zeros(4), "outcome") == 0).all()
 
