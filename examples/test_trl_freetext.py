@@ -4,6 +4,7 @@ with the reason, without it.
 
     pip install trl==1.16.0 && python -m pytest -q examples/
 """
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -630,8 +631,8 @@ def test_the_loss_reads_log_probs_computed_only_where_the_model_wrote(tiny_llama
     attention[2, -4:] = 0  # a shorter completion, right-padded
     written = torch.zeros(3, 12, dtype=torch.long)  # the completion: the last 12 positions
     written[0, 2:6] = written[1, 7:12] = written[2, 1:5] = 1
-    trainer = SimpleNamespace(written=written, temperature=0.7,
-                              accelerator=SimpleNamespace(unwrap_model=lambda m: m))
+    trainer = SimpleNamespace(written=written, temperature=0.7, accelerator=SimpleNamespace(
+        unwrap_model=lambda m: m, autocast=contextlib.nullcontext))
     method = freetext.make_trainer_class()._get_per_token_logps_and_entropies
     logps, entropies, aux = method(trainer, model, ids, attention, 12, compute_entropy=True)
     logits = model(ids, attention_mask=attention).logits[:, -13:-1] / 0.7      # (3, 12, V)
@@ -643,6 +644,29 @@ def test_the_loss_reads_log_probs_computed_only_where_the_model_wrote(tiny_llama
     assert aux is None and (entropies[~mask] == 0).all()
     logps.sum().backward()
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+def test_under_bf16_the_written_tokens_head_runs_in_the_precision_of_trls_own_pass(tiny_llama):
+    """--bf16: accelerate wraps the model's forward in bfloat16 autocast, and TRL's scoring
+    reads the head's logits from that forward; the loss's head, applied outside it, runs
+    under the accelerator's autocast too, so the two passes agree as float32 ones do (a head
+    in float32 would be off by bfloat16's rounding, and the first ratio would not be 1)."""
+    from types import SimpleNamespace
+    model, _ = freetext.load_model(tiny_llama, torch.device("cpu"))
+    bf16 = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
+    forward = model.forward
+    model.forward = lambda *a, **k: bf16()(forward)(*a, **k)  # as accelerate's prepare does
+    ids = torch.randint(3, model.config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0))
+    written = torch.ones(2, 8, dtype=torch.long)
+    method = freetext.make_trainer_class()._get_per_token_logps_and_entropies
+    own = torch.log_softmax(model(ids).logits[:, -9:-1].float(), -1)  # TRL's: the forward's head
+    expected = own.gather(-1, ids[:, -8:, None]).squeeze(-1)
+    for autocast, close in [(bf16, True), (contextlib.nullcontext, False)]:
+        trainer = SimpleNamespace(written=written, temperature=1.0, accelerator=SimpleNamespace(
+            unwrap_model=lambda m: m, autocast=autocast))
+        with torch.no_grad():
+            logps, _, _ = method(trainer, model, ids, torch.ones_like(ids), 8)
+        assert torch.allclose(logps, expected, atol=1e-4) == close
 
 
 def test_the_cpu_recipe_reaches_trl_as_meant_and_trains_only_the_top_blocks(
@@ -658,6 +682,8 @@ def test_the_cpu_recipe_reaches_trl_as_meant_and_trains_only_the_top_blocks(
         return real(lambda: made.setdefault("trainer", make_trainer()), *args)
     monkeypatch.setattr(freetext.bridge, "train_and_report", spy)
     out = tmp_path / "out"
+    import resource
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # GiB
     freetext.main(FREE_ARGS + ["--iterations", "1", "--model", str(tiny_llama), "--kl-guide", "0",
                                "--update-epochs", "1", "--minibatches", "1", "--train-layers", "1",
                                "--internal-reward", "oracle", "--out", str(out),
@@ -674,7 +700,9 @@ def test_the_cpu_recipe_reaches_trl_as_meant_and_trains_only_the_top_blocks(
     assert moved and all(name.startswith(("model.layers.0.", "model.norm")) for name in moved)
     record = json.loads((out / "log.jsonl").read_text())
     assert all(record[f"{k}_seconds"] > 0 for k in ("generation", "scoring", "update"))
-    assert record["peak_memory_gib"] > 0.1
+    # the process's peak resident set: no lower than before the run, no higher than after
+    assert peak_before <= record["peak_memory_gib"] <= \
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def test_train_layers_freezes_everything_below_the_top_blocks():

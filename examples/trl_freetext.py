@@ -785,6 +785,16 @@ def make_rollout_func(cfg: sg.Config, ft: FreeText, tokenizer):
     return rollout_func
 
 
+def head_logprobs(accelerator, model, hidden, temperature: float = 1.0) -> torch.Tensor:
+    """log-softmax of the model's head over last hidden states (K, H) -> (K, V), float32: the
+    head applied only where a loss reads it, under the trainer's mixed precision as the
+    model's own forward applies it (outside that forward, accelerate's autocast is not on)."""
+    head = accelerator.unwrap_model(model).get_output_embeddings()
+    with accelerator.autocast():
+        logits = head(hidden)
+    return torch.log_softmax(logits.float() / temperature, -1)
+
+
 def make_trainer_class():
     class FreeTextGRPOTrainer(bridge.trainer_base_class()):
         """GRPOTrainer with selfguide's per-token advantages over free-text replies, the
@@ -842,8 +852,7 @@ def make_trainer_class():
                            output_hidden_states=True, use_cache=False).hidden_states[-1]
             hidden = hidden[:, -logits_to_keep - 1:-1]       # (B, C, H): position p predicts p+1
             row, column = self.written.bool().nonzero(as_tuple=True)
-            head = self.accelerator.unwrap_model(model).get_output_embeddings()
-            logp = torch.log_softmax(head(hidden[row, column]).float() / self.temperature, -1)
+            logp = head_logprobs(self.accelerator, model, hidden[row, column], self.temperature)
             target = input_ids[:, -logits_to_keep:][row, column]
             scored = torch.zeros(self.written.shape, device=input_ids.device)
             logps = scored.index_put((row, column), logp.gather(-1, target[:, None]).squeeze(-1))

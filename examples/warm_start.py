@@ -93,8 +93,7 @@ def trainer_class():
             hidden = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
                            logits_to_keep=1, output_hidden_states=True,
                            use_cache=False).hidden_states[-1][:, :-1]   # (B, L-1, H), normed
-            head = self.accelerator.unwrap_model(model).get_output_embeddings()
-            logp = torch.log_softmax(head(hidden[trained]).float(), -1)  # (W, V)
+            logp = freetext.head_logprobs(self.accelerator, model, hidden[trained])  # (W, V)
             nll = -logp.gather(-1, labels[trained][:, None]).sum()
             count = trained.sum() if num_items_in_batch is None else num_items_in_batch
             return nll / torch.as_tensor(count).clamp(min=1)
