@@ -219,8 +219,8 @@ def trunk_config(cfg: sg.Config) -> sg.Config:
     multiplied by zero, so those settings are reset here and rows that differ only in them
     share one trunk. (Guides trained by the KL alone, or paid for the outcome or the truth,
     differ from the first iteration on.)"""
-    guide_advantage = (cfg.guide_advantage if cfg.guide_advantage in ("none", "outcome", "truth")
-                       else "composite")
+    # env's guide advantage is composite's at lambda = 0: A_env; every other differs from it
+    guide_advantage = "composite" if cfg.guide_advantage == "env" else cfg.guide_advantage
     return dataclasses.replace(cfg, variant="grpo" if cfg.variant == "grpo" else "sg",
                                schedule="trapezoid", enter_at=0.5, internal_reward="guide",
                                internal_return="sum", guide_advantage=guide_advantage,
