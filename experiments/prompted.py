@@ -58,13 +58,13 @@ def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool, mazes="held-
             "per_maze": (episodes.steps.env_return > 0).float().tolist()}
 
 
-def uniform_moves(cfg) -> float:
-    """Success of moves drawn uniformly from the four, RANDOM_DRAWS episodes on every held-out
-    maze: what a model that reads nothing would reach."""
+def uniform_moves(cfg, first: int) -> float:
+    """Success of moves drawn uniformly from the four, RANDOM_DRAWS episodes on every maze of
+    the set whose first task seed is `first`: what a model that reads nothing would reach."""
     env, rng, successes = sg.make_env(cfg), random.Random(cfg.seed), 0
     for i in range(cfg.eval_tasks):
         for _ in range(RANDOM_DRAWS):
-            env.reset(seed=sg.EVAL_SEED_BASE + i)
+            env.reset(seed=first + i)
             done = False
             while not done:
                 _, reward, terminated, truncated, _ = env.step(rng.choice(sg.ACTIONS))
@@ -102,8 +102,8 @@ def main(argv=None):
     if not ft.model:
         raise SystemExit("error: give a chat model: --model smollm2, a folder, or random")
     if ft.model == "random":
-        success = uniform_moves(cfg)
-        print(f"uniform random moves on {cfg.eval_tasks} held-out {cfg.size}x{cfg.size} mazes "
+        success = uniform_moves(cfg, MAZES[how_played.mazes])
+        print(f"uniform random moves on {cfg.eval_tasks} {how_played.mazes} {cfg.size}x{cfg.size} mazes "
               f"(start at least {cfg.min_distance} moves away, {cfg.max_steps} moves), "
               f"{RANDOM_DRAWS} episodes each: success {success:.3f}")
         return {"uniform random moves": {"success": success}}

@@ -608,17 +608,19 @@ def test_uniform_moves_reach_the_goal_as_often_as_the_exact_walk(monkeypatch):
     # 4,000 walks a maze: the estimate's std is about 0.007 a maze and 0.004 pooled, while a
     # walk one move short reaches the goal 0.015 to 0.029 less often on these mazes
     monkeypatch.setattr(prompted, "RANDOM_DRAWS", 4000)
-    estimate = prompted.uniform_moves(cfg)
+    estimate = prompted.uniform_moves(cfg, sg.EVAL_SEED_BASE)
     assert 0.05 < sum(exact) / 3 < 0.95 and estimate == pytest.approx(sum(exact) / 3, abs=0.008)
-    base = sg.EVAL_SEED_BASE
     for i, probability in enumerate(exact):  # maze by maze: a maze's episodes are its own
-        monkeypatch.setattr(sg, "EVAL_SEED_BASE", base + i)
-        alone = prompted.uniform_moves(sg.dataclasses.replace(cfg, eval_tasks=1))
+        alone = prompted.uniform_moves(sg.dataclasses.replace(cfg, eval_tasks=1),
+                                       sg.EVAL_SEED_BASE + i)
         assert alone == pytest.approx(probability, abs=0.013), i
-    monkeypatch.setattr(sg, "EVAL_SEED_BASE", base)
-    assert prompted.main(["--model", "random", "--size", "4", "--min-distance", "3",
-                          "--max-steps", "12", "--eval-tasks", "3"])["uniform random moves"][
-        "success"] == prompted.uniform_moves(cfg)  # the command's figure, the same draws
+    args = ["--model", "random", "--size", "4", "--min-distance", "3", "--max-steps", "12",
+            "--eval-tasks", "3"]
+    assert prompted.main(args)["uniform random moves"]["success"] == \
+        prompted.uniform_moves(cfg, sg.EVAL_SEED_BASE)  # the command's figure, the same draws
+    # --mazes tuning: the walk on selfguide's calibration mazes, not the held-out ones
+    tuning = prompted.main(args + ["--mazes", "tuning"])["uniform random moves"]["success"]
+    assert tuning == prompted.uniform_moves(cfg, sg.CALIBRATION_SEED_BASE) != estimate
 
 
 # --- figures (skipped without matplotlib) ---
