@@ -125,7 +125,7 @@ def parse_config(argv=None):
     sg.add_settings(parser, freetext.FreeText)
     # chosen on the tuning mazes (examples/README.md): a pretrained model needs far fewer
     # episodes and a far lower rate than the tiny prior cloned from nothing
-    parser.set_defaults(prior_episodes=200, prior_epochs=1, prior_batch=8, prior_lr=1e-4,
+    parser.set_defaults(prior_episodes=400, prior_epochs=1, prior_batch=8, prior_lr=2e-4,
                         out="runs/models/warm")
     args = vars(parser.parse_args(argv))
     names = {f.name for f in dataclasses.fields(freetext.FreeText)}
