@@ -656,7 +656,8 @@ def test_under_bf16_the_written_tokens_head_runs_in_the_precision_of_trls_own_pa
     bf16 = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
     forward = model.forward
     model.forward = lambda *a, **k: bf16()(forward)(*a, **k)  # as accelerate's prepare does
-    ids = torch.randint(3, model.config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0))
+    ids = torch.randint(3, model.config.vocab_size, (2, 16),
+                        generator=torch.Generator().manual_seed(0))
     written = torch.ones(2, 8, dtype=torch.long)
     method = freetext.make_trainer_class()._get_per_token_logps_and_entropies
     own = torch.log_softmax(model(ids).logits[:, -9:-1].float(), -1)  # TRL's: the forward's head

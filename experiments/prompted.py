@@ -103,7 +103,8 @@ def main(argv=None):
         raise SystemExit("error: give a chat model: --model smollm2, a folder, or random")
     if ft.model == "random":
         success = uniform_moves(cfg, MAZES[how_played.mazes])
-        print(f"uniform random moves on {cfg.eval_tasks} {how_played.mazes} {cfg.size}x{cfg.size} mazes "
+        print(f"uniform random moves on {cfg.eval_tasks} {how_played.mazes} "
+              f"{cfg.size}x{cfg.size} mazes "
               f"(start at least {cfg.min_distance} moves away, {cfg.max_steps} moves), "
               f"{RANDOM_DRAWS} episodes each: success {success:.3f}")
         return {"uniform random moves": {"success": success}}
