@@ -150,7 +150,8 @@ def probe_table(per_seed: list[dict], key: str, label: str) -> str:
                ("probe_guide_true_prob_progress", "probability of the true word"),
                ("probe_guide_accuracy_stale", "stale moves: accuracy"),
                ("probe_guide_true_prob_stale", "stale moves: probability of the true word")]
-    # results made before a metric was recorded lack it
+    # a metric some seed lacks is left out: the stale moves outside the house, or results
+    # made before the metric was recorded
     columns = [(k, name) for k, name in columns
                if all(s["probe"][0].get(k) is not None for s in per_seed)]
     lines = ["| checkpoint, judging the probe | "
