@@ -5,6 +5,8 @@ ReAct against ReAct w/ SG, paired maze by maze.
         --max-steps 12 --eval-tasks 100 --out runs/prompted-smollm2
     python experiments/prompted.py --model random --size 4 --min-distance 3 --max-steps 12 \\
         --eval-tasks 100                         # the baseline: moves drawn uniformly, no model
+    python experiments/prompted.py --model runs/smollm2-sg_gr --example --size 4 \\
+        --min-distance 3 --max-steps 12 --eval-tasks 50 --against runs/heldout-warm
     python experiments/prompted.py --help        # selfguide.py's and the free-text path's settings
 
 Every held-out maze (selfguide's held-out tasks) is played four ways by the same model:
@@ -12,11 +14,13 @@ without and with the assessment, greedy and sampled at --temperature (a draw per
 same seed for both formats). Each row reports success, the format's failures (unreadable
 assessments, replies without a move) and the guide's balanced and progress accuracy against
 the maze's truth; the two formats are paired on the same mazes: the mean difference in
-success with its 95% t-interval over the mazes. The free-text path (examples/trl_freetext.py)
-plays every episode; this file only tallies.
+success with its 95% t-interval over the mazes. --against pairs each row with another run's
+on the same mazes (a trained model against the one it started from). The free-text path
+(examples/trl_freetext.py) plays every episode; this file only tallies.
 """
 from __future__ import annotations
 
+import json
 import random
 import sys
 import time
@@ -45,6 +49,9 @@ class Play:
                                         "(other mazes, to choose settings on)", list(MAZES))
     sampled: bool = sg.setting(True, "also play sampled at --temperature (--no-sampled: greedy "
                                      "only)")
+    against: str = sg.setting("", "another run's --out (its prompted.json, the same mazes): each "
+                                  "row paired against it maze by maze, e.g. a trained model "
+                                  "against its warm start")
 
 
 def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool, mazes="held-out") -> dict:
@@ -73,8 +80,11 @@ def uniform_moves(cfg, first: int) -> float:
     return successes / (cfg.eval_tasks * RANDOM_DRAWS)
 
 
-def table(rows: dict) -> str:
-    """A row per way of playing, then the paired difference of the two formats."""
+def table(rows: dict, against: dict | None = None, other: str = "") -> str:
+    """A row per way of playing, then the paired difference of the two formats; with another
+    run's rows (`against`, from the folder `other`), each row minus that run's row played the
+    same way, and this run's assessing play minus that run's plain one (GRPO w/ SG & GR's
+    model against GRPO's)."""
     lines = ["| play | success | steps | unreadable assessments | replies without a move | "
              "guide bal. acc. | guide progress acc. | positive guides |",
              "|---|---|---|---|---|---|---|---|"]
@@ -90,7 +100,30 @@ def table(rows: dict) -> str:
         differences = [a - b for a, b in zip(with_guide["per_maze"], without["per_maze"])]
         lines.append(f"- ReAct w/ SG - ReAct, {how}, paired on {len(differences)} mazes: "
                      f"{compare.interval_text(differences)}")
+    for how in [h for h in ("greedy", "sampled")
+                if against and f"ReAct, {h}" in against and f"ReAct, {h}" in rows]:
+        for mine, theirs in (("ReAct", "ReAct"), ("ReAct w/ SG", "ReAct w/ SG"),
+                             ("ReAct w/ SG", "ReAct")):
+            differences = [a - b for a, b in zip(rows[f"{mine}, {how}"]["per_maze"],
+                                                 against[f"{theirs}, {how}"]["per_maze"])]
+            lines.append(f"- {mine} - {other}'s {theirs}, {how}, paired on {len(differences)} "
+                         f"mazes: {compare.interval_text(differences)}")
     return "\n".join(lines)
+
+
+def read_against(folder: str, mazes: int) -> dict:
+    """Another run's rows to pair with, checked before any play: its prompted.json, on as many
+    mazes as this run plays."""
+    path = Path(folder) / "prompted.json"
+    if not path.exists():
+        raise SystemExit(f"error: --against {folder}: no prompted.json there (give another "
+                         f"prompted.py run's --out)")
+    rows = json.loads(path.read_text())
+    played = {len(r["per_maze"]) for r in rows.values() if "per_maze" in r}
+    if played != {mazes}:
+        raise SystemExit(f"error: --against {folder} played {sorted(played) or 'no'} mazes, "
+                         f"this run plays {mazes} (--eval-tasks)")
+    return rows
 
 
 def parse_args(argv=None):
@@ -114,6 +147,7 @@ def main(argv=None):
         torch.set_num_threads(cfg.threads)
     out = Path(cfg.out or "runs/prompted")
     sg.checked_folder(out, "--out")
+    against = read_against(how_played.against, cfg.eval_tasks) if how_played.against else None
     model, tokenizer = freetext.load_model(folder, device)
     start, rows = time.perf_counter(), {}
     for how, greedy in (("greedy", True), ("sampled", False))[:2 if how_played.sampled else 1]:
@@ -126,7 +160,8 @@ def main(argv=None):
             + (f"greedy and sampled at temperature {cfg.temperature:g}" if how_played.sampled
                else "greedy")
             + f"; {time.perf_counter() - start:.0f} s. Command: "
-            f"{compare.command_line('prompted.py', argv)}\n\n{table(rows)}")
+            f"{compare.command_line('prompted.py', argv)}\n\n"
+            f"{table(rows, against, how_played.against)}")
     compare.write_results(out, "prompted", text, rows)
     return rows
 

@@ -6,6 +6,7 @@ test_selfguide.py, whose tiny settings these share.
 """
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -552,6 +553,37 @@ def test_prompted_pairs_the_formats_on_the_same_mazes():
     assert f"sampled, paired on 3 mazes: +0.667 [{2 / 3 - half:+.3f}, {2 / 3 + half:+.3f}]" in text
     greedy_only = prompted.table({k: v for k, v in rows.items() if "greedy" in k})
     assert "greedy, paired on 3 mazes" in greedy_only and "sampled" not in greedy_only
+
+
+def test_prompted_pairs_each_row_against_another_run_maze_by_maze(monkeypatch, tmp_path):
+    """--against: a trained model's rows against its warm start's, the same way played, and its
+    assessing play against the other's plain play; refused before any play when the other run
+    is missing or played other mazes."""
+    def row(per_maze):
+        return {"success": sum(per_maze) / len(per_maze), "steps": 5.0, "unparseable": 0.0,
+                "per_maze": per_maze}
+    warm = {"ReAct, greedy": row([0.0, 0.0, 1.0]), "ReAct w/ SG, greedy": row([0.0, 1.0, 1.0])}
+    trained = {"ReAct, greedy": row([1.0, 0.0, 1.0]), "ReAct w/ SG, greedy": row([1.0, 1.0, 1.0]),
+               "ReAct, sampled": row([1.0, 1.0, 1.0]), "ReAct w/ SG, sampled": row([1.0, 1.0, 1.0])}
+    text = prompted.table(trained, warm, "runs/warm")
+    half = 4.303 * math.sqrt(1 / 3) / math.sqrt(3)  # differences (1, 0, 0) in some order
+    assert (f"- ReAct - runs/warm's ReAct, greedy, paired on 3 mazes: +0.333 "
+            f"[{1 / 3 - half:+.3f}, {1 / 3 + half:+.3f}]") in text
+    assert (f"- ReAct w/ SG - runs/warm's ReAct w/ SG, greedy, paired on 3 mazes: +0.333 "
+            f"[{1 / 3 - half:+.3f}, {1 / 3 + half:+.3f}]") in text
+    assert (f"- ReAct w/ SG - runs/warm's ReAct, greedy, paired on 3 mazes: +0.667 "
+            f"[{2 / 3 - half:+.3f}, {2 / 3 + half:+.3f}]") in text
+    assert "runs/warm's ReAct, sampled" not in text  # the other run played greedily only
+    assert "runs/warm" not in prompted.table(trained)
+    (tmp_path / "prompted.json").write_text(json.dumps(warm))
+    assert prompted.read_against(str(tmp_path), 3) == warm
+    monkeypatch.setattr(prompted.freetext, "load_model", lambda *a: pytest.fail("played"))
+    monkeypatch.setattr(prompted.freetext, "model_folder", lambda name: name)
+    args = ["--model", "any", "--eval-tasks", "4", "--out", str(tmp_path / "out")]
+    for against, error in ((tmp_path, "played [3] mazes, this run plays 4 (--eval-tasks)"),
+                           (tmp_path / "none", "no prompted.json there")):
+        with pytest.raises(SystemExit, match=re.escape(error)):
+            prompted.main(args + ["--against", str(against)])
 
 
 def test_prompted_plays_the_held_out_or_the_tuning_mazes_greedy_or_also_sampled(monkeypatch,
