@@ -28,6 +28,7 @@ PARSERS = {  # every script the docs run: the function of it that reads its comm
     "experiments/benchmark.py": "parse_args",
     "experiments/plots.py": "parse_args",
     "experiments/paired.py": "parse_args",
+    "experiments/gradient.py": "parse_args",
     "experiments/priors.py": "parse_args",
     "experiments/freetext.py": "parse_args",
     "experiments/prompted.py": "parse_args",

@@ -19,6 +19,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "experiments")]
 import benchmark  # noqa: E402
 import checkpoints  # noqa: E402
 import compare  # noqa: E402
+import gradient  # noqa: E402
 import plots  # noqa: E402
 import priors  # noqa: E402
 import probe  # noqa: E402
@@ -533,6 +534,46 @@ def test_the_probe_scores_another_policys_guides_on_the_stored_moves():
     assert metrics["probe_guide_true_prob_progress"] == pytest.approx(
         sum(by_truth) / len(by_truth), abs=1e-5)
     assert not torch.equal(guides, episodes.guides)  # another policy: other guides somewhere
+
+
+# --- what reached the guide: the gradient diagnostics over the first and last iterations ---
+
+def test_gradient_table_averages_each_end_of_each_run_then_the_seeds(tmp_path):
+    """Per row: the mean over the first and the last `window` iterations of each run's logged
+    diagnostics, then over the seeds; a row in two folders counts each seed once; rows that
+    logged none are left out; a folder without compare.json is refused in one line."""
+    def log(folder, seed, row, guide, off, action):
+        records = [{"iteration": i + 1, "guide_gradient": g, "guide_off_prior": o,
+                    "action_gradient": a} for i, (g, o, a) in enumerate(zip(guide, off, action))]
+        records[1]["eval"] = {"success": 0.5}  # an evaluation's record is an iteration's too
+        (folder / f"seed{seed}-{compare.slug(row)}.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in records))
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder, seeds in ((a, [1, 2]), (b, [2, 3])):
+        folder.mkdir()
+        (folder / "compare.json").write_text(json.dumps({
+            "seeds": seeds, "per_seed": [{"GRPO": {}, "  the full method": {}} for _ in seeds]}))
+        (folder / f"seed{seeds[0]}-grpo.jsonl").write_text(json.dumps({"iteration": 1}) + "\n")
+    log(a, 1, "  the full method", [1, 2, 3, 4], [0.0, 0.5, 0.5, 1.0], [8, 8, 8, 8])
+    log(a, 2, "  the full method", [3, 3, 3, 3], [0.0, 0.0, 0.0, 0.0], [2, 2, 2, 2])
+    log(b, 2, "  the full method", [99, 99, 99, 99], [1, 1, 1, 1], [9, 9, 9, 9])  # seed 2 again
+    log(b, 3, "  the full method", [5, 5, 5, 7], [0.5, 0.5, 1.0, 1.0], [4, 4, 4, 4])
+    rows = gradient.gradient_rows(f"{a},{b}", 2)
+    assert list(rows) == ["the full method"]  # GRPO logged nothing to average
+    full = rows["the full method"]
+    assert full["seeds"] == [1, 2, 3] and full["iterations"] == 4
+    assert full[("guide_gradient", "first")] == pytest.approx((1.5 + 3 + 5) / 3)
+    assert full[("guide_gradient", "last")] == pytest.approx((3.5 + 3 + 6) / 3)
+    assert full[("guide_off_prior", "first")] == pytest.approx((0.25 + 0 + 0.5) / 3)
+    assert full[("guide_off_prior", "last")] == pytest.approx((0.75 + 0 + 1.0) / 3)
+    assert full[("action_gradient", "first")] == pytest.approx((8 + 2 + 4) / 3)
+    assert "| the full method | 1, 2, 3 | 3.17 | 4.17 | 0.250 | 0.583 | 4.67 |" in \
+        gradient.main([f"{a},{b}", "--window", "2"])
+    assert "iterations 1-2 | the same, 3-4 |" in gradient.table(rows, 2)
+    with pytest.raises(SystemExit, match="no compare.json in .*nowhere"):
+        gradient.main([str(tmp_path / "nowhere")])
+    with pytest.raises(SystemExit, match="--window must be at least 1"):
+        gradient.parse_args([str(a), "--window", "0"])
 
 
 # --- a chat model prompted: the two formats paired maze by maze ---
