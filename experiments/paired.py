@@ -43,6 +43,14 @@ def row(seed: dict, name: str) -> dict:
     return seed[found[0]]["final"]
 
 
+def metric(seed: dict, name: str, key: str) -> float:
+    final = row(seed, name)
+    if final.get(key) is None:
+        raise SystemExit(f"error: row {name.strip()!r} has no {key!r}; it has: "
+                         f"{', '.join(k for k, v in final.items() if v is not None)}")
+    return final[key]
+
+
 def interval_line(name: str, differences: list) -> str:
     return (f"{name}: {compare.interval_text(differences)}, above on "
             f"{sum(d > 0 for d in differences)} of {len(differences)} seeds")
@@ -82,7 +90,7 @@ def main(argv=None):
     for pair in argv[2:]:
         a, b = pair.split("|")
         lines.append(interval_line(f"{a.strip()} - {b.strip()}, {key}",
-                                   [row(s, a)[key] - row(s, b)[key] for s in seeds]))
+                                   [metric(s, a, key) - metric(s, b, key) for s in seeds]))
     print("\n".join(lines))
     return lines
 

@@ -948,6 +948,8 @@ def test_paired_pools_folders_and_compares_any_two_rows(tmp_path, capsys):
                     f", above on 3 of 3 seeds")
     with pytest.raises(SystemExit, match="no row 'nope'"):
         paired.main([str(tmp_path / "a"), "success", "nope|GRPO"])
+    with pytest.raises(SystemExit, match="row 'ablation: x' has no 'guide_typo'; it has: success"):
+        paired.main([str(tmp_path / "a"), "guide_typo", "ablation: x|GRPO"])
     with pytest.raises(SystemExit, match=r"error: no compare.json in .*unfinished"):
         paired.main([f"{tmp_path / 'a'},{tmp_path / 'unfinished'}", "success", "x|GRPO"])
 
