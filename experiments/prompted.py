@@ -14,8 +14,8 @@ without and with the assessment, greedy and sampled at --temperature (a draw per
 same seed for both formats). Each row reports success, the format's failures (unreadable
 assessments, replies without a move) and the guide's balanced and progress accuracy against
 the maze's truth; the two formats are paired on the same mazes: the mean difference in
-success with its 95% t-interval over the mazes. --against pairs each row with another run's
-on the same mazes (a trained model against the one it started from). The free-text path
+success with its 95% t-interval over the mazes. --against pairs each row with other runs'
+on the same mazes (a trained model against the one it started from, or another trained one). The free-text path
 (examples/trl_freetext.py) plays every episode; this file only tallies.
 """
 from __future__ import annotations
@@ -49,9 +49,10 @@ class Play:
                                         "(other mazes, to choose settings on)", list(MAZES))
     sampled: bool = sg.setting(True, "also play sampled at --temperature (--no-sampled: greedy "
                                      "only)")
-    against: str = sg.setting("", "another run's --out (its prompted.json, the same mazes): each "
-                                  "row paired against it maze by maze, e.g. a trained model "
-                                  "against its warm start")
+    against: str = sg.setting("", "other runs' --out folders, comma-separated (their "
+                                  "prompted.json, the same mazes): each row paired against "
+                                  "each of theirs maze by maze, e.g. a trained model against "
+                                  "its warm start")
 
 
 def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool, mazes="held-out") -> dict:
@@ -80,11 +81,11 @@ def uniform_moves(cfg, first: int) -> float:
     return successes / (cfg.eval_tasks * RANDOM_DRAWS)
 
 
-def table(rows: dict, against: dict | None = None, other: str = "") -> str:
-    """A row per way of playing, then the paired difference of the two formats; with another
-    run's rows (`against`, from the folder `other`), each row minus that run's row played the
-    same way, and this run's assessing play minus that run's plain one (GRPO w/ SG & GR's
-    model against GRPO's)."""
+def table(rows: dict, against: dict | None = None) -> str:
+    """A row per way of playing, then the paired difference of the two formats; with other
+    runs' rows (`against`: {folder: rows}), each row minus each of theirs played the same way
+    (greedy or sampled), in either format: a trained model against its warm start, or GRPO w/
+    SG & GR's assessing play against GRPO's plain play."""
     lines = ["| play | success | steps | unreadable assessments | replies without a move | "
              "guide bal. acc. | guide progress acc. | positive guides |",
              "|---|---|---|---|---|---|---|---|"]
@@ -100,14 +101,15 @@ def table(rows: dict, against: dict | None = None, other: str = "") -> str:
         differences = [a - b for a, b in zip(with_guide["per_maze"], without["per_maze"])]
         lines.append(f"- ReAct w/ SG - ReAct, {how}, paired on {len(differences)} mazes: "
                      f"{compare.interval_text(differences)}")
-    for how in [h for h in ("greedy", "sampled")
-                if against and f"ReAct, {h}" in against and f"ReAct, {h}" in rows]:
-        for mine, theirs in (("ReAct", "ReAct"), ("ReAct w/ SG", "ReAct w/ SG"),
-                             ("ReAct w/ SG", "ReAct")):
-            differences = [a - b for a, b in zip(rows[f"{mine}, {how}"]["per_maze"],
-                                                 against[f"{theirs}, {how}"]["per_maze"])]
-            lines.append(f"- {mine} - {other}'s {theirs}, {how}, paired on {len(differences)} "
-                         f"mazes: {compare.interval_text(differences)}")
+    for other, theirs in (against or {}).items():
+        for how in [h for h in ("greedy", "sampled")
+                    if f"ReAct, {h}" in theirs and f"ReAct, {h}" in rows]:
+            for mine, their in [(a, b) for a in ("ReAct", "ReAct w/ SG")
+                                for b in ("ReAct", "ReAct w/ SG")]:
+                differences = [a - b for a, b in zip(rows[f"{mine}, {how}"]["per_maze"],
+                                                     theirs[f"{their}, {how}"]["per_maze"])]
+                lines.append(f"- {mine} - {other}'s {their}, {how}, paired on "
+                             f"{len(differences)} mazes: {compare.interval_text(differences)}")
     return "\n".join(lines)
 
 
@@ -147,7 +149,8 @@ def main(argv=None):
         torch.set_num_threads(cfg.threads)
     out = Path(cfg.out or "runs/prompted")
     sg.checked_folder(out, "--out")
-    against = read_against(how_played.against, cfg.eval_tasks) if how_played.against else None
+    against = {folder: read_against(folder, cfg.eval_tasks)
+               for folder in how_played.against.split(",") if folder}
     model, tokenizer = freetext.load_model(folder, device)
     start, rows = time.perf_counter(), {}
     for how, greedy in (("greedy", True), ("sampled", False))[:2 if how_played.sampled else 1]:
@@ -161,7 +164,7 @@ def main(argv=None):
                else "greedy")
             + f"; {time.perf_counter() - start:.0f} s. Command: "
             f"{compare.command_line('prompted.py', argv)}\n\n"
-            f"{table(rows, against, how_played.against)}")
+            f"{table(rows, against)}")
     compare.write_results(out, "prompted", text, rows)
     return rows
 

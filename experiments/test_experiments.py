@@ -606,25 +606,29 @@ def test_prompted_pairs_each_row_against_another_run_maze_by_maze(monkeypatch, t
     warm = {"ReAct, greedy": row([0.0, 0.0, 1.0]), "ReAct w/ SG, greedy": row([0.0, 1.0, 1.0])}
     trained = {"ReAct, greedy": row([1.0, 0.0, 1.0]), "ReAct w/ SG, greedy": row([1.0, 1.0, 1.0]),
                "ReAct, sampled": row([1.0, 1.0, 1.0]), "ReAct w/ SG, sampled": row([1.0, 1.0, 1.0])}
-    text = prompted.table(trained, warm, "runs/warm")
-    half = 4.303 * math.sqrt(1 / 3) / math.sqrt(3)  # differences (1, 0, 0) in some order
-    assert (f"- ReAct - runs/warm's ReAct, greedy, paired on 3 mazes: +0.333 "
-            f"[{1 / 3 - half:+.3f}, {1 / 3 + half:+.3f}]") in text
-    assert (f"- ReAct w/ SG - runs/warm's ReAct w/ SG, greedy, paired on 3 mazes: +0.333 "
-            f"[{1 / 3 - half:+.3f}, {1 / 3 + half:+.3f}]") in text
-    assert (f"- ReAct w/ SG - runs/warm's ReAct, greedy, paired on 3 mazes: +0.667 "
-            f"[{2 / 3 - half:+.3f}, {2 / 3 + half:+.3f}]") in text
+    text = prompted.table(trained, {"runs/warm": warm})
+    for mine, theirs, mean, sd in (  # differences (1, 0, 0), (1, 0, 0), (1, 1, 0), (1, -1, 0)
+            ("ReAct", "ReAct", 1 / 3, math.sqrt(1 / 3)),
+            ("ReAct w/ SG", "ReAct w/ SG", 1 / 3, math.sqrt(1 / 3)),
+            ("ReAct w/ SG", "ReAct", 2 / 3, math.sqrt(1 / 3)), ("ReAct", "ReAct w/ SG", 0.0, 1.0)):
+        half = 4.303 * sd / math.sqrt(3)
+        assert (f"- {mine} - runs/warm's {theirs}, greedy, paired on 3 mazes: {mean:+.3f} "
+                f"[{mean - half:+.3f}, {mean + half:+.3f}]") in text
     assert "runs/warm's ReAct, sampled" not in text  # the other run played greedily only
     assert "runs/warm" not in prompted.table(trained)
+    two = prompted.table(trained, {"runs/warm": warm, "runs/other": trained})
+    assert "- ReAct - runs/other's ReAct, sampled, paired on 3 mazes: +0.000" in two
+    assert two.count("runs/warm's") == 4 and two.count("runs/other's") == 8
     (tmp_path / "prompted.json").write_text(json.dumps(warm))
     assert prompted.read_against(str(tmp_path), 3) == warm
     monkeypatch.setattr(prompted.freetext, "load_model", lambda *a: pytest.fail("played"))
     monkeypatch.setattr(prompted.freetext, "model_folder", lambda name: name)
-    args = ["--model", "any", "--eval-tasks", "4", "--out", str(tmp_path / "out")]
-    for against, error in ((tmp_path, "played [3] mazes, this run plays 4 (--eval-tasks)"),
-                           (tmp_path / "none", "no prompted.json there")):
+    args = ["--model", "any", "--out", str(tmp_path / "out")]
+    for mazes, against, error in (
+            (4, tmp_path, "played [3] mazes, this run plays 4 (--eval-tasks)"),
+            (3, f"{tmp_path},{tmp_path / 'none'}", "none: no prompted.json there")):
         with pytest.raises(SystemExit, match=re.escape(error)):
-            prompted.main(args + ["--against", str(against)])
+            prompted.main(args + ["--eval-tasks", str(mazes), "--against", str(against)])
 
 
 def test_prompted_plays_the_held_out_or_the_tuning_mazes_greedy_or_also_sampled(monkeypatch,
