@@ -22,6 +22,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
 
 import compare  # noqa: E402
+import plots  # noqa: E402  (its log reader)
 
 COLUMNS = [("guide_gradient", "first"), ("guide_gradient", "last"), ("guide_off_prior", "first"),
            ("guide_off_prior", "last"), ("action_gradient", "first")]
@@ -36,10 +37,20 @@ def window_means(records: list, key: str, window: int) -> tuple:
             sum(values[-window:]) / len(values[-window:]))
 
 
+def run_means(log: Path, window: int) -> dict | None:
+    """One run's {(key, first|last): mean} from its per-iteration log; None if it logged no
+    guide gradient (GRPO, the prompting rows)."""
+    records = [r for r in plots.read_log(log) if "iteration" in r]
+    means = {(key, end): value for key in compare.GRADIENT_KEYS
+             for end, value in zip(("first", "last"), window_means(records, key, window))}
+    return None if means[("guide_gradient", "first")] is None else {**means, "n": len(records)}
+
+
 def gradient_rows(folders: str, window: int) -> dict:
     """{row: {(key, first|last): mean over seeds}, "seeds": [...], "iterations": n} for every
-    row whose runs logged the diagnostics, in table order."""
-    rows = {}
+    row whose runs logged the diagnostics, in table order; a row in two folders counts each
+    seed once."""
+    runs = {}  # row -> {seed: that run's means}
     for folder in folders.split(","):
         path = Path(folder) / "compare.json"
         if not path.exists():
@@ -49,23 +60,13 @@ def gradient_rows(folders: str, window: int) -> dict:
         for seed, per_row in zip(result["seeds"], result["per_seed"]):
             for row in per_row:
                 log = Path(folder) / f"seed{seed}-{compare.slug(row)}.jsonl"
-                if row.strip() in rows and seed in rows[row.strip()]["seeds"] or not log.exists():
-                    continue  # a row in two folders counts each seed once
-                records = [json.loads(line) for line in log.read_text().splitlines()]
-                records = [r for r in records if "iteration" in r]
-                means = {(key, end): value for key in compare.GRADIENT_KEYS
-                         for end, value in zip(("first", "last"),
-                                               window_means(records, key, window))}
-                if means[("guide_gradient", "first")] is None:
-                    continue
-                entry = rows.setdefault(row.strip(), {"seeds": [], "runs": [],
-                                                      "iterations": len(records)})
-                entry["seeds"].append(seed)
-                entry["runs"].append(means)
-    return {row: {**{column: sum(run[column] for run in e["runs"]) / len(e["runs"])
-                     for column in COLUMNS},
-                  "seeds": e["seeds"], "iterations": e["iterations"]}
-            for row, e in rows.items()}
+                if seed not in runs.get(row.strip(), {}) and log.exists():
+                    means = run_means(log, window)
+                    if means:
+                        runs.setdefault(row.strip(), {})[seed] = means
+    return {row: {**{c: sum(m[c] for m in by_seed.values()) / len(by_seed) for c in COLUMNS},
+                  "seeds": list(by_seed), "iterations": next(iter(by_seed.values()))["n"]}
+            for row, by_seed in runs.items()}
 
 
 def table(rows: dict, window: int) -> str:

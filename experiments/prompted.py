@@ -15,8 +15,9 @@ same seed for both formats). Each row reports success, the format's failures (un
 assessments, replies without a move) and the guide's balanced and progress accuracy against
 the maze's truth; the two formats are paired on the same mazes: the mean difference in
 success with its 95% t-interval over the mazes. --against pairs each row with other runs'
-on the same mazes (a trained model against the one it started from, or another trained one). The free-text path
-(examples/trl_freetext.py) plays every episode; this file only tallies.
+on the same mazes (a trained model against the one it started from, or another trained
+one). The free-text path (examples/trl_freetext.py) plays every episode; this file only
+tallies.
 """
 from __future__ import annotations
 
@@ -97,20 +98,23 @@ def table(rows: dict, against: dict | None = None) -> str:
                      f"{sg.metric_text(m.get('share_positive'), 2)} |")
     lines.append("")
     for how in [h for h in ("greedy", "sampled") if f"ReAct, {h}" in rows]:
-        with_guide, without = rows[f"ReAct w/ SG, {how}"], rows[f"ReAct, {how}"]
-        differences = [a - b for a, b in zip(with_guide["per_maze"], without["per_maze"])]
-        lines.append(f"- ReAct w/ SG - ReAct, {how}, paired on {len(differences)} mazes: "
-                     f"{compare.interval_text(differences)}")
+        lines.append(paired_line("ReAct w/ SG - ReAct", how, rows[f"ReAct w/ SG, {how}"],
+                                 rows[f"ReAct, {how}"]))
     for other, theirs in (against or {}).items():
         for how in [h for h in ("greedy", "sampled")
                     if f"ReAct, {h}" in theirs and f"ReAct, {h}" in rows]:
             for mine, their in [(a, b) for a in ("ReAct", "ReAct w/ SG")
                                 for b in ("ReAct", "ReAct w/ SG")]:
-                differences = [a - b for a, b in zip(rows[f"{mine}, {how}"]["per_maze"],
-                                                     theirs[f"{their}, {how}"]["per_maze"])]
-                lines.append(f"- {mine} - {other}'s {their}, {how}, paired on "
-                             f"{len(differences)} mazes: {compare.interval_text(differences)}")
+                lines.append(paired_line(f"{mine} - {other}'s {their}", how,
+                                         rows[f"{mine}, {how}"], theirs[f"{their}, {how}"]))
     return "\n".join(lines)
+
+
+def paired_line(name: str, how: str, a: dict, b: dict) -> str:
+    """a - b maze by maze: the mean difference in success and its 95% t-interval."""
+    differences = [x - y for x, y in zip(a["per_maze"], b["per_maze"])]
+    return (f"- {name}, {how}, paired on {len(differences)} mazes: "
+            f"{compare.interval_text(differences)}")
 
 
 def read_against(folder: str, mazes: int) -> dict:
@@ -158,8 +162,8 @@ def main(argv=None):
             rows[f"{name}, {how}"] = play_all(model, tokenizer, cfg, ft, guided, greedy,
                                               how_played.mazes)
             print(f"{name}, {how}: {freetext.describe(rows[f'{name}, {how}'])}", flush=True)
-    text = (f"{ft.model} on {cfg.eval_tasks} {how_played.mazes} {cfg.size}x{cfg.size} mazes (start at "
-            f"least {cfg.min_distance} moves away, {cfg.max_steps} moves), "
+    text = (f"{ft.model} on {cfg.eval_tasks} {how_played.mazes} {cfg.size}x{cfg.size} mazes "
+            f"(start at least {cfg.min_distance} moves away, {cfg.max_steps} moves), "
             + (f"greedy and sampled at temperature {cfg.temperature:g}" if how_played.sampled
                else "greedy")
             + f"; {time.perf_counter() - start:.0f} s. Command: "
