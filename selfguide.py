@@ -111,8 +111,12 @@ class Config:
                                    ["sum", "mean"])
     guide_advantage: str = setting(
         "env", "guide tokens' advantage: composite (the paper), env or outcome (guards), "
-               "none or truth (controls)", ["composite", "env", "outcome", "none", "truth"])
+               "hindsight (+1 / -1 against the agent's own experience), none, truth or "
+               "placebo (controls)",
+        ["composite", "env", "outcome", "hindsight", "none", "truth", "placebo"])
     kl_guide: float = setting(0.1, "weight of the KL to the prior on guide tokens (a guard)")
+    kl_guide_exact: bool = setting(False, "the guide's KL exact over its three words at "
+                                          "temperature 1, not k3 at --guide-temperature")
     guide_temperature: float = setting(0.1, "sampling temperature of guides in training")
     # GRPO
     iterations: int = setting(150, "GRPO iterations")
@@ -329,6 +333,17 @@ def step_credit(env_advantages, rewards, trust: float, group_size: int, scale: b
     return base + trust * internal_advantage(action_to_go), base + trust * internal_advantage(to_go)
 
 
+def by_step(per_token_values, slots, slot: int, horizon: int) -> torch.Tensor:
+    """A figure per token (N, L) read at the tokens of one slot, by step: (N, T), 0 where the
+    slot holds nothing. A token's step is the number of action tokens before it."""
+    is_action = slots == SLOT_ACTION
+    step = is_action.cumsum(1) - is_action.long()                                # (N, L)
+    row, position = (slots == slot).nonzero(as_tuple=True)
+    out = torch.zeros(slots.shape[0], horizon, device=slots.device)
+    out[row, step[row, position]] = per_token_values[row, position].float()
+    return out
+
+
 def per_token(slots, action_advantages, guide_advantages):
     """Spread per-step advantages over the token stream. slots (N, L); action_advantages and
     guide_advantages (N, T), column t for step t. Returns (N, L): each action token gets its
@@ -501,17 +516,31 @@ def constrained_logprobs(logits, target_slots, temperature: float = 1.0,
 
 
 def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
-                   guide_temperature: float | None = None) -> torch.Tensor:
+                   guide_temperature: float | None = None, guide_words: bool = False):
     """log pi(token) of every generated token under the constrained, tempered distribution the
     rollout sampled from, recomputed by a training pass: tokens, slots (N, L) -> (N, L), 0 at
-    context positions."""
+    context positions. With guide_words, also the guide's whole distribution at temperature 1,
+    (N, L, 3) log-probs of GUIDES at each guide token (0 elsewhere), from the same pass."""
     targets = scored_positions(slots)                   # (Q,), all >= 1; position p predicts p+1
     logits = last_block_logits(policy, tokens, targets - 1)                 # (N, Q, W)
     logp = constrained_logprobs(logits, slots[:, targets], temperature, guide_temperature)
     column = writable_column(tokens.device)[tokens[:, targets]]             # (N, Q); 0: context
     chosen = logp.gather(-1, column[..., None]).squeeze(-1)                  # (N, Q)
     chosen = torch.zeros(tokens.shape, device=tokens.device).index_copy(1, targets, chosen)
-    return torch.where(slots != SLOT_CONTEXT, chosen, torch.zeros_like(chosen))  # (N, L)
+    chosen = torch.where(slots != SLOT_CONTEXT, chosen, torch.zeros_like(chosen))  # (N, L)
+    if not guide_words:
+        return chosen
+    guides = torch.zeros(tokens.shape + (len(GUIDES),), device=tokens.device).index_copy(
+        1, targets, logits[..., :len(GUIDES)].log_softmax(-1))              # (N, L, 3)
+    return chosen, torch.where((slots == SLOT_GUIDE)[..., None], guides, 0.0)
+
+
+def exact_guide_kl(guide_logprobs, reference_guide_logprobs) -> torch.Tensor:
+    """--kl-guide-exact: KL(pi || prior) over the three guide words at temperature 1, exactly,
+    at each guide token: (N, L, 3) log-probs each -> (N, L), 0 where no guide is. The k3 KL at
+    the sampling temperature costs about d / T nats to flip a word whose logit trails by d
+    (60 at T = 0.1 for d = 6); this one costs what the two distributions differ by."""
+    return (guide_logprobs.exp() * (guide_logprobs - reference_guide_logprobs)).sum(-1)
 
 
 # --- Stage 0: the prior (stands in for the pretrained LLM; departure 1) ---
@@ -526,6 +555,13 @@ def make_env(cfg: Config) -> GridWorld:
     return GridWorld(cfg.size, cfg.wall_prob, cfg.min_distance, cfg.max_steps, cue=cfg.cue,
                      dist=cfg.dist, house=cfg.seed if cfg.house else None,
                      stale_door=cfg.stale_door)
+
+
+@lru_cache(maxsize=2**16)
+def cell_index(observation: str) -> int:
+    """The cell an observation names (its at:R,C word) as one number, R x MAX_SIZE + C."""
+    row, column = toy_env.parse_observation(observation)[0]
+    return row * toy_env.MAX_SIZE + column
 
 
 @lru_cache(maxsize=2**16)
@@ -600,6 +636,9 @@ class Rollouts:
     stale: torch.Tensor | None = None  # (N, T) bool: the stale map misjudges that move
     guide_probs: torch.Tensor | None = None  # (N, T, 3) the guide's distribution over GUIDES
                                              #   at temperature 1 where it wrote one; else 0
+    cells: torch.Tensor | None = None  # (N, T) the cell o_t names, row x MAX_SIZE + column;
+                                       #   -1 after the episode ends
+    mazes: torch.Tensor | None = None  # (N,) the maze each episode is played in (GridWorld.maze)
 
 
 def sample_slot(logits, slot: int, allowed, temperature: float, greedy: bool, generator):
@@ -634,6 +673,7 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
     revisits = torch.zeros((n, horizon), dtype=torch.bool, device=device)
     stale = torch.zeros((n, horizon), dtype=torch.bool, device=device)
     guide_probs = torch.zeros((n, horizon, len(GUIDES)), device=device)
+    cells = torch.full((n, horizon), -1, dtype=torch.long, device=device)
     blocks = []  # (tokens, slots, logprobs), each (n, k), in stream order
     cache = DynamicCache(config=policy.config)
 
@@ -652,6 +692,8 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
         truths[:, t] = torch.where(active, torch.tensor(previous_truth, device=device), -1)
         revisits[:, t] = active & torch.tensor(previous_revisit, device=device)
         stale[:, t] = active & torch.tensor(previous_stale, device=device)
+        cells[:, t] = torch.where(active, torch.tensor([cell_index(o) for o in observations],
+                                                       device=device), -1)
         if guided:  # z_t ~ pi(. | h_{t-1}, o_t): judge before acting
             logits = writable_logits(policy, pending, cache)[:, -1]                # (n, W)
             guide, logp = sample_slot(logits, SLOT_GUIDE, allowed, cfg.guide_temperature,
@@ -682,15 +724,86 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
     tokens, slots, logprobs = (torch.cat(parts, 1) for parts in zip(*blocks))
     return Rollouts(tokens, slots, logprobs, guides, truths, revisits,
                     torch.tensor(env_return, device=device), torch.tensor(steps, device=device),
-                    torch.tensor(optimal, device=device), stale, guide_probs)
+                    torch.tensor(optimal, device=device), stale, guide_probs, cells,
+                    torch.tensor([env.maze for env in envs], device=device))
+
+
+# --- Hindsight: a guide's target from the agent's own rollouts (--guide-advantage hindsight) ---
+
+HINDSIGHT_DISCOUNT = 0.95  # V(s) counts a success k moves after s as 0.95^k: nearer is better
+HINDSIGHT_MEMORY = 0.9     # each iteration, what earlier iterations saw weighs 0.9 times less
+POSITIVE, NEUTRAL, NEGATIVE = range(3)  # GUIDES' indices
+
+
+def hindsight_targets(batch: Rollouts, values: dict) -> torch.Tensor:
+    """The word each guide is paid against under --guide-advantage hindsight, drawn from the
+    agent's own rollouts and nothing else: (N, T) indices into GUIDES, -1 where there is none.
+
+    V(s) is the success the agent reached from state s (a maze's cell, as o_t names it): the
+    mean over every visit of HINDSIGHT_DISCOUNT^(moves left) x R_env. z_t judges the move
+    from s_{t-1} to s_t, and its target is the sign of V(s_t) - V(s_{t-1}): positive,
+    negative, or neutral for a bump (the cell did not change). Rollout i's V leaves out its own
+    visits (it is the other rollouts' of this iteration, and what earlier ones saw), so its
+    guide cannot earn its target by steering its own episode: the target is fixed before the
+    guide is written. Where V cannot tell (a cell no other rollout reached, or two cells with
+    one value) there is no target. `values` carries {(maze, cell): [discounted successes,
+    visits]} across iterations: decayed by HINDSIGHT_MEMORY, then this batch's visits added
+    (in place)."""
+    cells, steps = batch.cells.tolist(), batch.steps.tolist()
+    mazes, success = batch.mazes.tolist(), batch.env_return.tolist()
+    own = []  # per rollout, {(maze, cell): [discounted successes, visits]}
+    for i, row in enumerate(cells):
+        visits = {}
+        for t in range(steps[i]):  # o_t is seen with steps - t moves left
+            entry = visits.setdefault((mazes[i], row[t]), [0.0, 0])
+            entry[0] += HINDSIGHT_DISCOUNT ** (steps[i] - t) * success[i]
+            entry[1] += 1
+        own.append(visits)
+    for key in list(values):
+        values[key] = [v * HINDSIGHT_MEMORY for v in values[key]]
+        if values[key][1] < 0.01:  # unseen for about 45 iterations: forgotten
+            del values[key]
+    for visits in own:
+        for key, (total, count) in visits.items():
+            entry = values.setdefault(key, [0.0, 0.0])
+            entry[0], entry[1] = entry[0] + total, entry[1] + count
+
+    def value(i, cell):  # V(cell) without rollout i's own visits; None if no one else came
+        total, count = values[(mazes[i], cell)]
+        mine_total, mine_count = own[i][(mazes[i], cell)]
+        rest = count - mine_count
+        return (total - mine_total) / rest if rest > 1e-6 else None
+
+    targets = torch.full(batch.cells.shape, -1, dtype=torch.long)
+    for i, row in enumerate(cells):
+        for t in range(1, steps[i]):  # z_0 judges no move
+            if row[t] == row[t - 1]:
+                targets[i, t] = NEUTRAL  # a bump: nothing changed
+                continue
+            after, before = value(i, row[t]), value(i, row[t - 1])
+            if after is not None and before is not None and after != before:
+                targets[i, t] = POSITIVE if after > before else NEGATIVE
+    return targets.to(batch.cells.device)
+
+
+def placebo_targets(targets: torch.Tensor, generator) -> torch.Tensor:
+    """The placebo (--guide-advantage placebo): the hindsight targets with each move's word
+    redrawn by a fair coin, positive or negative; bumps stay neutral, and where hindsight has
+    no target neither does the placebo. It pays as often as hindsight and carries no
+    information about a move, and no word can farm it: on a move, positive and negative each
+    earn 0 on average, neutral -1."""
+    coin = torch.randint(2, targets.shape, generator=generator, device=targets.device) * 2
+    return torch.where((targets == POSITIVE) | (targets == NEGATIVE), coin, targets)
 
 
 # --- GRPO: one iteration's advantages (--credit and --guide-advantage combine the above) ---
 
-def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: int):
+def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: int,
+                         targets=None):
     """r_t, R and the advantages of --credit and --guide-advantage for one iteration's rollouts:
-    (token advantages (N, L), composite returns (N,)). The random control draws from its own
-    generator each iteration, seeded by seed x 10^6 + iteration."""
+    (token advantages (N, L), composite returns (N,)). targets (N, T): hindsight_targets, for
+    --guide-advantage hindsight and placebo. The random control and the placebo draw from their
+    own generator each iteration, seeded by seed x 10^6 + iteration."""
     control = torch.Generator(device=batch.guides.device).manual_seed(cfg.seed * 10**6 + iteration)
     rewards = step_rewards(batch.guides, batch.truths, cfg.internal_reward, control)      # (N, T)
     if cfg.internal_return == "mean":
@@ -715,20 +828,25 @@ def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: 
         guide_advantage = env_advantage[:, None] * polarity
     elif cfg.guide_advantage == "none":
         guide_advantage = torch.zeros_like(guide_advantage)
-    elif cfg.guide_advantage == "truth":  # control: +1 for the true word, -1 for another
-        right = torch.where(batch.guides == batch.truths, 1.0, -1.0)
-        guide_advantage = torch.where((batch.guides >= 0) & (batch.truths >= 0), right, 0.0)
+    elif cfg.guide_advantage in ("truth", "hindsight", "placebo"):  # +1 for the target's word,
+        # -1 for another: the true progress (a control), the agent's own hindsight, or a coin
+        target = {"truth": batch.truths, "hindsight": targets}.get(cfg.guide_advantage)
+        if cfg.guide_advantage == "placebo":
+            target = placebo_targets(targets, control)
+        right = torch.where(batch.guides == target, 1.0, -1.0)
+        guide_advantage = torch.where((batch.guides >= 0) & (target >= 0), right, 0.0)
     return per_token(batch.slots, action_advantage, guide_advantage), returns
 
 
 # --- GRPO: the update, several clipped minibatch passes over one iteration's rollouts ---
 
 def grpo_update(policy, optimizer, rollouts: Rollouts, token_advantages, reference_logprobs,
-                kl_weights, cfg: Config, generator) -> dict:
+                kl_weights, cfg: Config, generator, reference_guides=None) -> dict:
     """cfg.update_epochs passes of cfg.minibatches minibatches, each: the log-probs of what was
     written (token_logprobs), the clipped loss (grpo_loss), one clipped gradient step. The
     first minibatch sees the exact rollout policy (ratio 1), later ones a moved one, so the
-    clip acts. Returns grpo_loss's statistics, averaged over the minibatches."""
+    clip acts. reference_guides (N, L, 3): the prior's guide distributions at temperature 1,
+    for --kl-guide-exact. Returns grpo_loss's statistics, averaged over the minibatches."""
     stats = []
     for _ in range(cfg.update_epochs):
         order = torch.randperm(len(rollouts.tokens), generator=generator, device=generator.device)
@@ -736,7 +854,9 @@ def grpo_update(policy, optimizer, rollouts: Rollouts, token_advantages, referen
             batch = batch.to(rollouts.tokens.device)
             slots = rollouts.slots[batch]
             new_logprobs = token_logprobs(policy, rollouts.tokens[batch], slots, cfg.temperature,
-                                          cfg.guide_temperature)
+                                          cfg.guide_temperature, reference_guides is not None)
+            if reference_guides is not None:
+                new_logprobs, new_guides = new_logprobs
             reference = None if reference_logprobs is None else reference_logprobs[batch]
             weights = None if kl_weights is None else kl_weights[batch]
 
@@ -747,6 +867,11 @@ def grpo_update(policy, optimizer, rollouts: Rollouts, token_advantages, referen
             if cfg.token_mean == "per_slot":  # control: the guides' mean and the actions', added
                 loss = sum(loss_over(torch.where(slots == slot, slot, SLOT_CONTEXT))[0]
                            for slot in (SLOT_GUIDE, SLOT_ACTION))
+            if reference_guides is not None:  # in the same mean over the written tokens
+                kl = exact_guide_kl(new_guides, reference_guides[batch])           # (n, L)
+                loss = loss + cfg.kl_guide * kl.sum() / (slots != SLOT_CONTEXT).sum().clamp(min=1)
+                batch_stats["kl_guide_exact"] = kl.sum().item() / max(
+                    (slots == SLOT_GUIDE).sum().item(), 1)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
@@ -820,38 +945,68 @@ def episode_metrics(rollouts: Rollouts) -> dict:
         by_truth = [true_prob[truth == GUIDES.index(g)].mean().item()
                     for g in ("positive", "negative") if g in recall]
         metrics["guide_true_prob_progress"] = sum(by_truth) / len(by_truth) if by_truth else None
-    if rollouts.stale is not None and rollouts.stale[judged].any():  # where the stale map errs
+    if rollouts.stale is not None and rollouts.stale[judged].any():  # where the stale map errs,
+        # and apart by the true word: a move the map calls good that leads into its dead end
+        # (truly negative), and one it calls bad that leads out (truly positive)
         stale = rollouts.stale[judged]
-        metrics["guide_accuracy_stale"] = correct[stale].float().mean().item()
-        if true_prob is not None:
-            metrics["guide_true_prob_stale"] = true_prob[stale].mean().item()
+        for suffix, kind in [("", stale), ("_negative", stale & (truth == NEGATIVE)),
+                             ("_positive", stale & (truth == POSITIVE))]:
+            if kind.any():
+                metrics[f"guide_accuracy_stale{suffix}"] = correct[kind].float().mean().item()
+                if true_prob is not None:
+                    metrics[f"guide_true_prob_stale{suffix}"] = true_prob[kind].mean().item()
     return metrics
 
 
-def rollout_log(batch: Rollouts, returns, reference, cfg: Config) -> dict:
+def rollout_log(batch: Rollouts, returns, reference, cfg: Config, token_advantages,
+                targets=None) -> dict:
     """The training rollouts' figures for the log line: episode_metrics, the returns, the
     groups that carry no signal, and what an update can move. The gradient of log p_T(word) on
     its logits is (onehot - p_T) / T, of L1 norm 2 (1 - p_T(word)) / T: its mean over the
-    written actions and guides (about 0 for a confident guide sampled at T = 0.1); and the
-    share of written guides that are not the reference's (the prior's) greedy word."""
+    written actions and guides is their sensitivity (about 0 for a confident guide sampled at
+    T = 0.1), whatever the advantage; times |A|, the push: the L1 norm of the policy-gradient
+    term's gradient on a guide's logits at ratio 1 (the clip and the KL left out), over all
+    guides and on the stale moves by their true word. And the share of written guides that are
+    not the reference's (the prior's) greedy word; with hindsight targets, how often there is
+    one, and how often it is the true word."""
     grouped = (-1, cfg.group_size)
     guide_rewards = step_rewards(batch.guides, batch.truths)  # g(z_t), logged whatever R used
+    sensitivity = 2 * (1 - batch.logprobs.exp()) / torch.where(
+        batch.slots == SLOT_GUIDE, cfg.guide_temperature, cfg.temperature)      # (N, L)
 
-    def gradient_size(slot, temperature):
-        sampled = batch.logprobs[batch.slots == slot].exp()  # p_T of each written word
-        return (2 * (1 - sampled) / temperature).mean().item() if len(sampled) else None
+    def mean_sensitivity(slot):
+        written = sensitivity[batch.slots == slot]
+        return written.mean().item() if len(written) else None
     log = {**episode_metrics(batch), "env_return": batch.env_return.mean().item(),
            "internal_return_sum": guide_rewards.sum(1).mean().item(),
            "internal_return_mean": (guide_rewards.sum(1) / batch.steps).mean().item(),
            "zero_variance_groups": zero_variance(returns.view(grouped)).float().mean().item(),
            "env_zero_variance_groups":
                zero_variance(batch.env_return.view(grouped)).float().mean().item(),
-           "action_gradient": gradient_size(SLOT_ACTION, cfg.temperature)}
+           "action_sensitivity": mean_sensitivity(SLOT_ACTION)}
     if cfg.guided:
         prior_word = judge_streams(reference, batch).argmax(-1)                  # (N, T)
-        log["guide_gradient"] = gradient_size(SLOT_GUIDE, cfg.guide_temperature)
+        log["guide_sensitivity"] = mean_sensitivity(SLOT_GUIDE)
         log["guide_off_prior"] = (batch.guides != prior_word)[batch.guides >= 0].float() \
             .mean().item()
+        written = batch.guides >= 0                                              # (N, T)
+        push = by_step(sensitivity * token_advantages.abs(), batch.slots, SLOT_GUIDE,
+                       batch.guides.shape[1])                                    # (N, T)
+        kinds = [("", written)]
+        if batch.stale is not None:
+            kinds += [(f"_stale_{name}", written & batch.stale & (batch.truths == word))
+                      for name, word in [("negative", NEGATIVE), ("positive", POSITIVE)]]
+        for suffix, kind in kinds:
+            log[f"guide_push{suffix}"] = push[kind].mean().item() if kind.any() else None
+        if targets is not None:
+            judged = written & (batch.truths >= 0)
+            log["target_coverage"] = (targets[judged] >= 0).float().mean().item()
+            has = judged & (targets >= 0)
+            log["target_accuracy"] = ((targets == batch.truths)[has].float().mean().item()
+                                      if has.any() else None)
+            if batch.stale is not None and (has & batch.stale).any():
+                log["target_accuracy_stale"] = (targets == batch.truths)[has & batch.stale] \
+                    .float().mean().item()
     return log
 
 
@@ -907,6 +1062,7 @@ class TrainState:
     shuffler: torch.Generator       # orders the minibatches
     iteration: int = 0              # iterations done
     records: list = field(default_factory=list)  # one per iteration: the log's lines
+    values: dict = field(default_factory=dict)   # hindsight's V: {(maze, cell): [sum, visits]}
 
 
 def new_train_state(policy, cfg: Config) -> TrainState:
@@ -927,20 +1083,27 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState) -> dict:
     batch = rollout(policy, [s for s in task_seeds for _ in range(cfg.group_size)],
                     cfg.guided, cfg, state.sampler)
     # 2. r_t = g(z_t), the returns, and each written token's advantage
-    token_advantages, returns = iteration_advantages(batch, cfg, trust, iteration)  # (N, L)
+    targets = (hindsight_targets(batch, state.values)
+               if cfg.guide_advantage in ("hindsight", "placebo") else None)  # (N, T)
+    token_advantages, returns = iteration_advantages(batch, cfg, trust, iteration,
+                                                     targets)                   # (N, L), (N,)
     # 3. the reference's log-probs of what was written, for the KL to the prior
-    reference_logprobs = kl_weights = None
+    reference_logprobs = kl_weights = reference_guides = None
     if cfg.kl_guide > 0 or cfg.kl_action > 0:
         with torch.no_grad():
             reference_logprobs = token_logprobs(reference, batch.tokens, batch.slots,
-                                                cfg.temperature, cfg.guide_temperature)  # (N, L)
-        kl_weights = torch.where(batch.slots == SLOT_GUIDE, cfg.kl_guide, cfg.kl_action)  # (N, L)
+                                                cfg.temperature, cfg.guide_temperature,
+                                                cfg.kl_guide_exact)                 # (N, L)
+        if cfg.kl_guide_exact:  # the guides' KL is exact_guide_kl's, not k3's
+            reference_logprobs, reference_guides = reference_logprobs
+        kl_weights = torch.where(batch.slots == SLOT_GUIDE,
+                                 0.0 if cfg.kl_guide_exact else cfg.kl_guide, cfg.kl_action)
     # 4. the update: clipped minibatch passes over the rollouts
     update = grpo_update(policy, state.optimizer, batch, token_advantages, reference_logprobs,
-                         kl_weights, cfg, state.shuffler)
+                         kl_weights, cfg, state.shuffler, reference_guides)
     # 5. the log line, and every --eval-every iterations (and at the last) a held-out evaluation
     record = {"iteration": iteration, "trust": trust,
-              **rollout_log(batch, returns, reference, cfg), **update}
+              **rollout_log(batch, returns, reference, cfg, token_advantages, targets), **update}
     if iteration % cfg.eval_every == 0 or iteration == cfg.iterations:
         record["eval"] = evaluate(policy, cfg, cfg.guided)
         tqdm.write(f"{cfg.variant} seed {cfg.seed} iter {iteration:4d}  lambda {trust:.2f}  "
@@ -1029,6 +1192,9 @@ def check_config(cfg: Config):
                          "--max-grad-norm must be positive")
     if min(cfg.kl_guide, cfg.kl_action) < 0:
         raise ValueError("KL weights must not be negative")
+    if cfg.kl_guide_exact and cfg.token_mean != "all":
+        raise ValueError("--kl-guide-exact adds its KL to the one mean over the written tokens: "
+                         "use --token-mean all")
     if cfg.minibatches > cfg.tasks_per_iter * cfg.group_size:
         raise ValueError("--minibatches cannot exceed the rollouts per iteration")
     if cfg.internal_reward != "guide" and cfg.variant == "sg":

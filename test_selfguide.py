@@ -1672,11 +1672,11 @@ def test_the_log_says_what_gradient_reaches_the_guide_and_how_often_it_leaves_th
             norms.append(logits.grad.abs().sum().item())
     assert record["guide_off_prior"] == pytest.approx(sum(off) / len(off))
     assert 0 < record["guide_off_prior"] < 1
-    assert record["guide_gradient"] == pytest.approx(sum(norms) / len(norms), rel=1e-5)
+    assert record["guide_sensitivity"] == pytest.approx(sum(norms) / len(norms), rel=1e-5)
     plain_cfg = tiny_config(variant="grpo", iterations=1, eval_every=5)
     plain = tiny_policy()
     unguided = sg.grpo_iteration(plain, reference, plain_cfg, sg.new_train_state(plain, plain_cfg))
-    assert unguided["action_gradient"] > 0 and "guide_gradient" not in unguided
+    assert unguided["action_sensitivity"] > 0 and "guide_sensitivity" not in unguided
 
 
 # --- selfguide: evaluation ---

@@ -247,6 +247,7 @@ class GridWorld:
         self._rng = random.Random(seed)
         self._done = True
         self._position = None
+        self.maze = None
 
     def reset(self, seed: int | None = None, options: dict | None = None):
         """Draw a new task; the same `seed` always gives the same maze, start and goal."""
@@ -275,6 +276,9 @@ class GridWorld:
             self._rng.setstate(state)
         if not self.stale_door:
             self._believed = None  # a house without the stale map is just the house
+        # the maze this task is played in: a house's number, else the task's seed (None for a
+        # layout drawn from the environment's own RNG); tasks with one maze share every cell
+        self.maze = self.house if self.house is not None else seed
         self._open, self._position, self._goal, self._distance, self._walls = layout
         self._optimal_steps = self._distance[self._position]
         self._visited = {self._position}

@@ -238,8 +238,9 @@ def test_trl_settings_that_are_not_selfguides_loss_give_another_loss(shared_trai
 # figures the bridge does not compute (the gradient a sampled word can take, the share of
 # guides off the prior's word, the internal return's sum, the groups whose R_env is all
 # alike); and two returns the bridge logs as TRL's reward columns (compared there)
-NOT_IN_THE_BRIDGES_RECORD = {"approx_kl", "clip_fraction", "kl_ref", "action_gradient",
-                             "guide_gradient", "guide_off_prior", "internal_return_sum",
+NOT_IN_THE_BRIDGES_RECORD = {"approx_kl", "clip_fraction", "kl_ref", "action_sensitivity",
+                             "guide_sensitivity", "guide_push", "guide_off_prior",
+                             "internal_return_sum",
                              "env_zero_variance_groups", "env_return", "internal_return_mean"}
 
 

@@ -70,9 +70,11 @@ class Experiment(Seeds):
                                  "outcome, and guides paid for the truth, each at 0.1 and 1) "
                                  "or gradient (the full method's guides trained by the KL "
                                  "alone, and by the paper's composite advantage, at 0.1 and 1: "
-                                 "with --rows guide, what reaches the guide)",
+                                 "with --rows guide, what reaches the guide) or hindsight (guides "
+                                 "paid against the agent's own hindsight, at 0.1 and 1, against "
+                                 "a placebo, the truth, env at 1 and env at 1 with the exact KL)",
                         ["paper", "core", "oracle", "slot", "sampling", "house", "guide",
-                         "gradient"])
+                         "gradient", "hindsight"])
     controls: bool = setting(False, "add the control rows (oracle and random reward)")
     guards: bool = setting(False, "add the guard ablation rows")
     quick: bool = setting(False, "a smaller preset for a laptop demo: see QUICK")
@@ -180,6 +182,18 @@ GRADIENT_ROWS = [  # --rows gradient: with --rows guide's env rows, what reaches
     (f"GRPO w/ SG & GR, guide advantage {advantage}, guides at temperature {temperature:g}",
      {"variant": "sg_gr", "guide_advantage": advantage, "guide_temperature": temperature})
     for advantage in ("none", "composite") for temperature in (0.1, 1.0)]
+HINDSIGHT_ROWS = [  # --rows hindsight: does a guide paid against the agent's own hindsight learn?
+    ("GRPO w/ SG & GR, guides at temperature 1", {"variant": "sg_gr", "guide_temperature": 1.0}),
+    ("GRPO w/ SG & GR, hindsight", {"variant": "sg_gr", "guide_advantage": "hindsight"}),
+    ("GRPO w/ SG & GR, hindsight, guides at temperature 1",
+     {"variant": "sg_gr", "guide_advantage": "hindsight", "guide_temperature": 1.0}),
+    ("control: placebo, guides at temperature 1",
+     {"variant": "sg_gr", "guide_advantage": "placebo", "guide_temperature": 1.0}),
+    ("control: guides paid for the truth, at temperature 1",
+     {"variant": "sg_gr", "guide_advantage": "truth", "guide_temperature": 1.0}),
+    ("GRPO w/ SG & GR, guides at temperature 1, exact guide KL",
+     {"variant": "sg_gr", "guide_temperature": 1.0, "kl_guide_exact": True}),
+]
 GUARD_ROWS = [  # --guards: which guard the full method needs, starting from the paper as written
     ("GRPO w/ SG & GR, paper-faithful", {"variant": "sg_gr", **sg.PAPER_FAITHFUL}),
     ("  + guide KL only", {"variant": "sg_gr", **sg.PAPER_FAITHFUL, "kl_guide": 0.1}),
@@ -198,7 +212,7 @@ def compare_rows(cfg: sg.Config, exp: Experiment) -> list:
     """The rows a comparison trains, in table order, each once."""
     rows = {"paper": ROWS, "core": ROWS[:3], "oracle": ORACLE_ROWS, "slot": SLOT_ROWS,
             "sampling": sampling_rows(cfg.guide_temperature), "house": HOUSE_ROWS,
-            "guide": GUIDE_ROWS, "gradient": GRADIENT_ROWS}[exp.rows] \
+            "guide": GUIDE_ROWS, "gradient": GRADIENT_ROWS, "hindsight": HINDSIGHT_ROWS}[exp.rows] \
         + (CONTROL_ROWS if exp.controls else []) + (GUARD_ROWS if exp.guards else [])
     return list(dict(rows).items())
 
@@ -232,7 +246,7 @@ def snapshot(policy, state: sg.TrainState) -> dict:
             "optimizer": copy.deepcopy(state.optimizer.state_dict()),
             "tasks": state.tasks.getstate(), "sampler": state.sampler.get_state(),
             "shuffler": state.shuffler.get_state(), "iteration": state.iteration,
-            "records": list(state.records)}
+            "records": list(state.records), "values": copy.deepcopy(state.values)}
 
 
 def restore(saved: dict, prior, cfg: sg.Config):
@@ -247,19 +261,24 @@ def restore(saved: dict, prior, cfg: sg.Config):
     state.sampler.set_state(saved["sampler"])
     state.shuffler.set_state(saved["shuffler"])
     state.iteration, state.records = saved["iteration"], list(saved["records"])
+    state.values = copy.deepcopy(saved["values"])
     return policy, state
 
 
-def train_until(policy, prior, cfg: sg.Config, state: sg.TrainState, until: int):
-    """Continue the run of `state` to iteration `until`, exactly as selfguide.train runs it."""
+def train_until(policy, prior, cfg: sg.Config, state: sg.TrainState, until: int, probe=None):
+    """Continue the run of `state` to iteration `until`, exactly as selfguide.train runs it;
+    with a probe (probe.py), each held-out evaluation also records the guide's on the probe."""
     for _ in tqdm(range(state.iteration, until), desc=f"GRPO {cfg.variant} seed {cfg.seed}",
                   leave=False):
-        sg.grpo_iteration(policy, prior, cfg, state)
+        record = sg.grpo_iteration(policy, prior, cfg, state)
+        if probe is not None and "eval" in record:
+            record["eval"].update(probe_metrics(policy, probe))
 
 
-def train_rows(prior, configs: dict) -> dict:
-    """Train every row's config from the prior, training each shared lambda = 0 prefix once.
-    Returns {row: (policy, records)}; the result equals training each row on its own."""
+def train_rows(prior, configs: dict, probe=None) -> dict:
+    """Train every row's config from the prior, training each shared lambda = 0 prefix once
+    (the probe, if given, judged at every evaluation of a guided row). Returns {row: (policy,
+    records)}; the result equals training each row on its own."""
     trunks = {}
     for row, cfg in configs.items():
         key = json.dumps(dataclasses.asdict(trunk_config(cfg)), sort_keys=True)
@@ -271,12 +290,12 @@ def train_rows(prior, configs: dict) -> dict:
         policy, saved = copy.deepcopy(prior), {}
         state = sg.new_train_state(policy, trunk)
         for point in branch_points:
-            train_until(policy, prior, trunk, state, point)
+            train_until(policy, prior, trunk, state, point, probe if trunk.guided else None)
             saved[point] = snapshot(policy, state)
         for row in rows:
             cfg = configs[row]
             policy, state = restore(saved[first_trusted_iteration(cfg) - 1], prior, cfg)
-            train_until(policy, prior, cfg, state, cfg.iterations)
+            train_until(policy, prior, cfg, state, cfg.iterations, probe if cfg.guided else None)
             results[row] = (policy, state.records)
     return results
 
@@ -312,8 +331,8 @@ def compare_trunk(cfg: sg.Config, rows):
     sg.seed_everything(cfg.seed)
     prior = sg.load_or_train_prior(cfg, sg.pick_device(cfg.device))
     configs = {row: dataclasses.replace(cfg, **overrides) for row, overrides in rows}
-    trained = train_rows(prior, configs)
     probe = probe_episodes(prior, cfg) if any(c.guided for c in configs.values()) else None
+    trained = train_rows(prior, configs, probe)
     results = {}
     for row, (policy, records) in trained.items():
         final = {**sg.final_metrics(records, cfg.final_evals), **training_means(records)}
@@ -327,7 +346,9 @@ def compare_trunk(cfg: sg.Config, rows):
     sg.write_atomic(unit_path(cfg, rows), json.dumps(results))  # last: the unit is done
 
 
-GRADIENT_KEYS = ("guide_gradient", "action_gradient", "guide_off_prior")  # selfguide's record
+GRADIENT_KEYS = ("guide_sensitivity", "action_sensitivity", "guide_off_prior", "guide_push",
+                 "guide_push_stale_negative", "guide_push_stale_positive", "target_coverage",
+                 "target_accuracy", "target_accuracy_stale")  # selfguide's record
 
 
 def training_means(records: list) -> dict:
@@ -452,7 +473,11 @@ def co_evolution(per_seed: list[dict]) -> list[str]:
         for key, where in [(PROGRESS, ""),
                            ("guide_true_prob_progress", "; probability of the true word"),
                            ("guide_accuracy_stale", "; where the stale map errs"),
-                           ("guide_true_prob_stale", "; probability of the true word there")]:
+                           ("guide_true_prob_stale", "; probability of the true word there"),
+                           ("guide_true_prob_stale_negative",
+                            "; there, on the truly negative moves (into its dead end)"),
+                           ("guide_true_prob_stale_positive",
+                            "; on the truly positive ones (out of it)")]:
             for prefix, judged in [("", "its own rollouts"), ("probe_", "the fixed probe")]:
                 pair = [[s[r]["final"].get(prefix + key) for s in per_seed]
                         for r in ("ReAct w/ SG", row)]
@@ -465,9 +490,13 @@ def co_evolution(per_seed: list[dict]) -> list[str]:
         gradient = [mean_and_spread([s[row]["final"].get(f"train_{k}") for s in per_seed])[0]
                     for k in GRADIENT_KEYS]
         if not math.isnan(gradient[0]):
-            lines[-1] += (f"; over training, |d log p(guide) / d logits| {gradient[0]:.3g} "
-                          f"(actions' {gradient[1]:.3g}), guides off the prior's word "
+            lines[-1] += (f"; over training, the guides' sensitivity |d log p / d logits| "
+                          f"{gradient[0]:.3g} (the actions' {gradient[1]:.3g}), their push "
+                          f"|A| x that {gradient[3]:.3g}, guides off the prior's word "
                           f"{gradient[2]:.3f}")
+        if not math.isnan(gradient[7]):
+            lines[-1] += (f"; its targets on {gradient[6]:.3f} of the judged guides, the "
+                          f"true word on {gradient[7]:.3f} of them")
     return lines
 
 

@@ -24,8 +24,9 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve
 import compare  # noqa: E402
 import plots  # noqa: E402  (its log reader)
 
-COLUMNS = [("guide_gradient", "first"), ("guide_gradient", "last"), ("guide_off_prior", "first"),
-           ("guide_off_prior", "last"), ("action_gradient", "first")]
+COLUMNS = [("guide_sensitivity", "first"), ("guide_sensitivity", "last"),
+           ("guide_off_prior", "first"), ("guide_off_prior", "last"),
+           ("action_sensitivity", "first")]
 
 
 def window_means(records: list, key: str, window: int) -> tuple:
@@ -43,7 +44,7 @@ def run_means(log: Path, window: int) -> dict | None:
     records = [r for r in plots.read_log(log) if "iteration" in r]
     means = {(key, end): value for key in compare.GRADIENT_KEYS
              for end, value in zip(("first", "last"), window_means(records, key, window))}
-    return None if means[("guide_gradient", "first")] is None else {**means, "n": len(records)}
+    return None if means[("guide_sensitivity", "first")] is None else {**means, "n": len(records)}
 
 
 def gradient_rows(folders: str, window: int) -> dict:
