@@ -1024,6 +1024,17 @@ def test_rollout_replays_in_the_environment():
         assert batch.revisits[i, :steps].tolist() == revisits[:steps]
         assert not batch.revisits[i, steps:].any() and (batch.truths[i, steps:] == -1).all()
         assert (batch.guides[i, steps:] == -1).all() and (batch.guides[i, :steps] >= 0).all()
+        # the cell each observation names, as row x MAX_SIZE + column, and the task's maze
+        cells = [r * toy_env.MAX_SIZE + c for r, c in positions[:steps]]
+        assert batch.cells[i, :steps].tolist() == cells and (batch.cells[i, steps:] == -1).all()
+        assert batch.mazes[i] == seed
+
+
+def test_a_houses_tasks_are_played_in_one_maze():
+    cfg = tiny_config(size=12, min_distance=8, max_steps=6, house=True, seed=5)
+    batch = sg.rollout(tiny_policy(size=12, min_distance=8, max_steps=6), [3, 9, 10**9], True,
+                       cfg, torch.Generator().manual_seed(0))
+    assert batch.mazes.tolist() == [5, 5, 5]  # the house's number, held-out tasks too
 
 
 @pytest.mark.parametrize("guided", [True, False])
@@ -1645,6 +1656,204 @@ def test_the_truth_control_pays_plus_one_for_the_true_word_minus_one_for_another
     assert torch.equal(paid, guide_advantages_of(guides, truths, torch.zeros(2), "truth"))
 
 
+def test_the_exact_guide_kl_is_the_kl_over_the_three_guide_words_at_temperature_1():
+    """--kl-guide-exact: one SGD step of grpo_iteration equals the gradient of the clipped loss
+    (k3 on the actions only) plus kl_guide x the sum over guide slots of KL(pi_1 || prior_1),
+    each taken here by a full forward at the slot, over the written tokens' count."""
+    cfg = tiny_config(variant="sg", guide_temperature=0.5, kl_guide=0.3, kl_action=0.2,
+                      kl_guide_exact=True, update_epochs=1, minibatches=1, max_grad_norm=1e9,
+                      iterations=1, eval_every=5)
+    policy, reference = tiny_policy(seed=0), tiny_policy(seed=1)
+    before = sg.copy.deepcopy(policy)
+    state = sg.new_train_state(policy, cfg)
+    state.optimizer = torch.optim.SGD(policy.parameters(), lr=1.0)
+    replay = sg.new_train_state(sg.copy.deepcopy(policy), cfg)
+    seeds = [replay.tasks.randrange(sg.TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
+    batch = sg.rollout(before, [s for s in seeds for _ in range(cfg.group_size)], True, cfg,
+                       replay.sampler)
+    record = sg.grpo_iteration(policy, reference, cfg, state)
+    advantages = sg.iteration_advantages(batch, cfg, 0.0, 1)[0]
+    new = sg.token_logprobs(before, batch.tokens, batch.slots, 1.0, 0.5)
+    with torch.no_grad():
+        ref = sg.token_logprobs(reference, batch.tokens, batch.slots, 1.0, 0.5)
+    weights = torch.where(batch.slots == sg.SLOT_ACTION, 0.2, 0.0)
+    loss = sg.grpo_loss(new, batch.logprobs, advantages, batch.slots, cfg.clip, ref, weights)[0]
+    guide_ids, kls = [sg.WORD_ID[w] for w in GUIDES], []
+    for i in range(len(batch.tokens)):
+        for p in (batch.slots[i] == sg.SLOT_GUIDE).nonzero().flatten().tolist():
+            mine = before(batch.tokens[i, :p][None]).logits[0, -1, guide_ids].log_softmax(-1)
+            with torch.no_grad():
+                theirs = reference(batch.tokens[i, :p][None]).logits[0, -1, guide_ids] \
+                    .log_softmax(-1)
+            kls.append((mine.exp() * (mine - theirs)).sum())
+    loss = loss + 0.3 * torch.stack(kls).sum() / (batch.slots != sg.SLOT_CONTEXT).sum()
+    loss.backward()
+    for (name, moved), start in zip(policy.named_parameters(), before.parameters()):
+        assert torch.allclose(start - moved, start.grad, atol=1e-5), name
+    assert record["kl_guide_exact"] == pytest.approx(torch.stack(kls).mean().item(), rel=1e-4)
+    with pytest.raises(SystemExit):
+        sg.parse_config(["--kl-guide-exact", "--token-mean", "per_slot"])
+
+
+# --- selfguide: hindsight, the guide's target from the agent's own rollouts ---
+
+def hindsight_batch(cells, steps, success, mazes=None):
+    """Rollouts holding what hindsight_targets reads: cells (N, T), steps, R_env, mazes."""
+    n = len(cells)
+    return sg.Rollouts(
+        tokens=torch.zeros(n, 1, dtype=torch.long), slots=torch.zeros(n, 1, dtype=torch.long),
+        logprobs=torch.zeros(n, 1), guides=torch.full((n, len(cells[0])), -1),
+        truths=torch.full((n, len(cells[0])), -1),
+        revisits=torch.zeros(n, len(cells[0]), dtype=torch.bool),
+        env_return=torch.tensor(success, dtype=torch.float), steps=torch.tensor(steps),
+        optimal=torch.ones(n, dtype=torch.long), cells=torch.tensor(cells),
+        mazes=torch.tensor(mazes or [7] * n))
+
+
+def replayed_targets(batches, discount=0.95, memory=0.9):
+    """hindsight_targets written from its definition, for a run of iterations: V_{-i}(s) is
+    the weighted mean, over every visit of s by another rollout of this iteration (weight 1)
+    or by any rollout of an iteration k back (weight memory^k), of discount^(moves left) x
+    R_env; the target of z_t is the sign of V_{-i}(s_t) - V_{-i}(s_{t-1}), neutral for a
+    bump, none where a V is undefined or the two are equal."""
+    history, out = [], []  # history: (iteration, maze, cell, value) for every visit
+    for u, batch in enumerate(batches):
+        visits = []  # (rollout, maze, cell, value)
+        for i in range(len(batch.steps)):
+            n = batch.steps[i].item()
+            for t in range(n):
+                visits.append((i, batch.mazes[i].item(), batch.cells[i, t].item(),
+                               discount ** (n - t) * batch.env_return[i].item()))
+        targets = torch.full(batch.cells.shape, -1)
+        for i in range(len(batch.steps)):
+            def value(cell):
+                pairs = [(v, 1.0) for j, m, c, v in visits
+                         if j != i and (m, c) == (batch.mazes[i].item(), cell)]
+                pairs += [(v, memory ** (u - k)) for k, m, c, v in history
+                          if (m, c) == (batch.mazes[i].item(), cell)]
+                weight = sum(w for _, w in pairs)
+                return sum(v * w for v, w in pairs) / weight if weight else None
+            for t in range(1, batch.steps[i].item()):
+                before, after = batch.cells[i, t - 1].item(), batch.cells[i, t].item()
+                if before == after:
+                    targets[i, t] = 1
+                    continue
+                a, b = value(after), value(before)
+                if a is not None and b is not None and abs(a - b) > 1e-9:
+                    targets[i, t] = 0 if a > b else 2
+        history += [(u, m, c, v) for _, m, c, v in visits]
+        out.append(targets)
+    return out
+
+
+def test_hindsight_targets_by_hand():
+    """Three rollouts of one maze, the first and the last successes. g = 0.95."""
+    g = 0.95
+    batch = hindsight_batch(cells=[[0, 1, 2, 2], [0, 1, 3, -1], [0, 3, 1, -1]],
+                            steps=[4, 3, 3], success=[1, 0, 1])
+    targets = sg.hindsight_targets(batch, {})
+    # rollout 0: 0 -> 1, V(1) = (0 + g) / 2 > V(0) = (0 + g^3) / 2: positive; 1 -> 2, no one
+    # else reached 2: none; 2 -> 2, a bump: neutral
+    # rollout 1: 0 -> 1: (g^3 + g) / 2 > (g^4 + g^3) / 2, positive; 1 -> 3: g^2 < (g^3 + g) / 2
+    # rollout 2: 0 -> 3: 0 < g^4 / 2, negative; 3 -> 1: g^3 / 2 > 0, positive
+    assert g ** 2 < (g ** 3 + g) / 2
+    assert targets.tolist() == [[-1, 0, -1, 1], [-1, 0, 2, -1], [-1, 2, 0, -1]]
+
+
+def test_hindsight_targets_equal_their_definition_over_iterations_and_mazes():
+    """Random walks in two mazes over three iterations, against replayed_targets: the carried
+    table, the leave-one-out and the mazes kept apart."""
+    generator, values, batches, got = torch.Generator().manual_seed(0), {}, [], []
+    for _ in range(3):
+        steps = torch.randint(2, 7, (12,), generator=generator)
+        cells = torch.randint(0, 5, (12, 6), generator=generator)
+        cells[:, 1::3] = cells[:, 0::3][:, :cells[:, 1::3].shape[1]]  # some bumps
+        cells = torch.where(torch.arange(6) < steps[:, None], cells, -1)
+        success = (torch.rand(12, generator=generator) < 0.4).float()
+        batch = hindsight_batch(cells.tolist(), steps.tolist(), success.tolist(),
+                                mazes=[3] * 6 + [4] * 6)
+        batches.append(batch)
+        got.append(sg.hindsight_targets(batch, values))
+    for mine, theirs in zip(got, replayed_targets(batches)):
+        assert torch.equal(mine, theirs)
+    assert {maze for maze, _ in values} == {3, 4}
+    assert sum((t >= 0).sum().item() for t in got) > 20  # most moves judged, some not
+    assert sum(((t == 0) | (t == 2)).sum().item() for t in got) > 10
+
+
+def test_hindsight_forgets_what_it_has_not_seen_for_long_and_needs_another_visitor():
+    values = {(7, 0): [0.5, 0.011], (7, 9): [0.9, 1.0]}
+    lonely = hindsight_batch(cells=[[0, 1, -1]], steps=[2], success=[1])
+    # rollout 0's own visits are left out: cell 1 has no other visitor, so no target
+    assert sg.hindsight_targets(lonely, values).tolist() == [[-1, -1, -1]]
+    assert (7, 9) in values and values[(7, 9)] == pytest.approx([0.81, 0.9])
+    # 0.011 decayed to 0.0099 is forgotten, then this visit counts alone
+    assert values[(7, 0)] == pytest.approx([0.95 ** 2, 1.0])
+    sg.hindsight_targets(hindsight_batch(cells=[[2]], steps=[1], success=[0]), values)
+    assert (7, 1) in values and values[(7, 1)][1] == pytest.approx(0.9)
+    values[(7, 1)][1] = 0.0105
+    sg.hindsight_targets(hindsight_batch(cells=[[2]], steps=[1], success=[0]), values)
+    assert (7, 1) not in values  # 0.0105 x 0.9 < 0.01: forgotten
+
+
+def test_the_placebo_keeps_hindsights_coverage_and_bumps_and_draws_each_moves_word_by_a_coin():
+    targets = torch.tensor([[-1, 0, 2, 1, -1] * 400])
+    placebo = sg.placebo_targets(targets, torch.Generator().manual_seed(0))
+    assert torch.equal(placebo[targets == -1], targets[targets == -1])
+    assert (placebo[targets == 1] == 1).all()  # a bump is neutral
+    moves = placebo[(targets == 0) | (targets == 2)]
+    assert set(moves.tolist()) == {0, 2} and abs((moves == 0).float().mean() - 0.5) < 0.04
+    # no information: the coin does not read the word hindsight put there
+    flipped = torch.where(targets == 0, 2, torch.where(targets == 2, 0, targets))
+    assert torch.equal(sg.placebo_targets(flipped, torch.Generator().manual_seed(0)), placebo)
+
+
+def test_hindsight_and_the_placebo_pay_plus_one_for_their_targets_word_minus_one_for_another():
+    G, horizon = 2, 3
+    slots = torch.tensor([[0, 0, 1, 2, 0, 1, 2, 0, 1, 2]] * 4)
+    batch = sg.Rollouts(
+        tokens=torch.zeros(4, 10, dtype=torch.long), slots=slots, logprobs=torch.zeros(4, 10),
+        guides=torch.tensor([[1, 0, 0], [1, 2, 0], [0, 0, 2], [1, 2, 1]]),
+        truths=torch.tensor([[-1, 2, 2], [-1, 2, 2], [-1, 2, 2], [-1, 2, 2]]),
+        revisits=torch.zeros(4, horizon, dtype=torch.bool),
+        env_return=torch.tensor([1.0, 0.0, 0.0, 1.0]), steps=torch.tensor([3, 3, 3, 3]),
+        optimal=torch.tensor([2, 2, 2, 2]))
+    targets = torch.tensor([[-1, 0, -1], [-1, 0, 2], [-1, 2, 2], [-1, 1, 0]])
+    expected = [[0, 1, 0], [0, -1, -1], [0, -1, 1], [0, -1, -1]]  # the truths never enter
+    cfg = tiny_config(variant="sg_gr", guide_advantage="hindsight", group_size=G, seed=2)
+    tokens = sg.iteration_advantages(batch, cfg, 0.5, 4, targets)[0]
+    assert tokens[slots == sg.SLOT_GUIDE].view(4, 3).tolist() == expected
+    placebo = sg.dataclasses.replace(cfg, guide_advantage="placebo")
+    coined = sg.placebo_targets(targets, torch.Generator().manual_seed(2 * 10**6 + 4))
+    tokens = sg.iteration_advantages(batch, placebo, 0.5, 4, targets)[0]
+    paid = torch.where(batch.guides == coined, 1.0, -1.0) * (coined >= 0)
+    assert torch.equal(tokens[slots == sg.SLOT_GUIDE].view(4, 3), paid)
+    # the actions' advantages are the default's: only the guides' pay changes
+    default = sg.iteration_advantages(batch, sg.dataclasses.replace(cfg, guide_advantage="env"),
+                                      0.5, 4)[0]
+    actions = slots == sg.SLOT_ACTION
+    assert torch.equal(tokens[actions], default[actions])
+
+
+def test_a_hindsight_run_carries_its_values_and_logs_how_right_its_targets_are():
+    cfg = tiny_config(variant="sg_gr", guide_advantage="hindsight", iterations=2, eval_every=5)
+    policy = tiny_policy()
+    state = sg.new_train_state(policy, cfg)
+    replay = sg.new_train_state(sg.copy.deepcopy(policy), cfg)
+    record = sg.grpo_iteration(policy, tiny_policy(seed=1), cfg, state)
+    seeds = [replay.tasks.randrange(sg.TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
+    batch = sg.rollout(replay_policy := tiny_policy(), [s for s in seeds for _ in range(4)], True,
+                       cfg, replay.sampler)
+    targets = sg.hindsight_targets(batch, replay.values)
+    assert state.values == replay.values and len(state.values) > 3
+    judged = (batch.guides >= 0) & (batch.truths >= 0)
+    has = judged & (targets >= 0)
+    assert record["target_coverage"] == pytest.approx(has.sum().item() / judged.sum().item())
+    assert record["target_accuracy"] == pytest.approx(
+        (targets == batch.truths)[has].float().mean().item())
+    del replay_policy
+
+
 def test_the_log_says_what_gradient_reaches_the_guide_and_how_often_it_leaves_the_prior():
     """guide_gradient: the mean over the sampled guides of the L1 norm of d log p_T(z) / d
     logits, here by autograd on each guide slot's three logits; guide_off_prior: the share of
@@ -1673,6 +1882,13 @@ def test_the_log_says_what_gradient_reaches_the_guide_and_how_often_it_leaves_th
     assert record["guide_off_prior"] == pytest.approx(sum(off) / len(off))
     assert 0 < record["guide_off_prior"] < 1
     assert record["guide_sensitivity"] == pytest.approx(sum(norms) / len(norms), rel=1e-5)
+    # the push: each guide's norm times its advantage's size (here A_env, guide by guide)
+    advantages = sg.iteration_advantages(batch, cfg, 0.0, 1)[0]
+    sizes = [advantages[i][batch.slots[i] == sg.SLOT_GUIDE].abs().tolist()
+             for i in range(len(batch.tokens))]
+    pushes = [n * a for n, a in zip(norms, [a for row in sizes for a in row])]
+    assert record["guide_push"] == pytest.approx(sum(pushes) / len(pushes), rel=1e-5)
+    assert 0 < record["guide_push"] < record["guide_sensitivity"] * 3
     plain_cfg = tiny_config(variant="grpo", iterations=1, eval_every=5)
     plain = tiny_policy()
     unguided = sg.grpo_iteration(plain, reference, plain_cfg, sg.new_train_state(plain, plain_cfg))
@@ -1803,6 +2019,18 @@ def test_episode_metrics_on_hand_built_rollouts():
     assert metrics["guide_true_prob_progress"] == pytest.approx(((.7 + .2) / 2 + .4) / 2)
     assert metrics["guide_true_prob_stale"] == pytest.approx((.2 + .4) / 2)
     assert metrics["guide_accuracy_stale"] == 0.0
+    # by the true word: (0, 2) is truly positive (p .2), (1, 1) truly negative (p .4)
+    assert metrics["guide_true_prob_stale_positive"] == pytest.approx(.2)
+    assert metrics["guide_true_prob_stale_negative"] == pytest.approx(.4)
+    assert metrics["guide_accuracy_stale_positive"] == metrics["guide_accuracy_stale_negative"] == 0
+    right = sg.dataclasses.replace(rollouts, guides=torch.tensor([[1, 0, 0], [0, 0, -1]]),
+                                   guide_probs=probs, stale=stale)
+    metrics = sg.episode_metrics(right)  # now the truly positive stale move is judged right
+    assert (metrics["guide_accuracy_stale_positive"], metrics["guide_accuracy_stale_negative"],
+            metrics["guide_accuracy_stale"]) == (1.0, 0.0, 0.5)
+    only_negative = sg.dataclasses.replace(right, stale=torch.tensor([[False] * 3, [False, True,
+                                                                                  False]]))
+    assert "guide_accuracy_stale_positive" not in sg.episode_metrics(only_negative)
     one_bump = sg.dataclasses.replace(rollouts, truths=torch.tensor([[-1, 0, 0], [-1, 1, -1]]))
     metrics = sg.episode_metrics(one_bump)  # the bump (truth neutral, guide positive) is wrong:
     assert metrics["guide_balanced_accuracy"] == pytest.approx((1 / 2 + 0) / 2)  # its recall 0

@@ -214,8 +214,8 @@ def test_co_evolution_lines_pair_own_rollouts_and_the_probe_on_stale_moves_and_g
 
     def seed(up):  # the trained row: every figure `up` above the prior's
         final = {k: (v + up if k != "success" else 0.3) for k, v in prior.items()}
-        final.update(train_guide_gradient=0.02 + up, train_action_gradient=1.5,
-                     train_guide_off_prior=0.01)
+        final.update(train_guide_sensitivity=0.02 + up, train_action_sensitivity=1.5,
+                     train_guide_off_prior=0.01, train_guide_push=0.005)
         return {"ReAct w/ SG": {"final": dict(prior), "history": []},
                 "GRPO w/ SG & GR": {"final": final, "history": [
                     (2, {"success": 0.2, "guide_balanced_accuracy": 0.5}),
@@ -232,8 +232,24 @@ def test_co_evolution_lines_pair_own_rollouts_and_the_probe_on_stale_moves_and_g
         f"{pair}; where the stale map errs, on its own rollouts 0.000 -> 0.200, {pair}, on the "
         f"fixed probe 0.000 -> 0.200, {pair}; probability of the true word there, on its own "
         f"rollouts 0.100 -> 0.300, {pair}, on the fixed probe 0.100 -> 0.300, {pair}; over "
-        "training, |d log p(guide) / d logits| 0.22 (actions' 1.5), guides off the prior's "
-        "word 0.010")
+        "training, the guides' sensitivity |d log p / d logits| 0.22 (the actions' 1.5), their "
+        "push |A| x that 0.005, guides off the prior's word 0.010")
+    # a hindsight row's line ends with how often it had a target, and how right that was
+    hindsight = [seed(0.1), seed(0.3)]
+    for k, s in enumerate(hindsight):
+        s["GRPO w/ SG & GR"]["final"].update(train_target_coverage=0.4 + k / 10,
+                                             train_target_accuracy=0.9)
+    assert compare.co_evolution(hindsight)[0].endswith(
+        "; its targets on 0.450 of the judged guides, the true word on 0.900 of them")
+    # and the stale moves by their true word, where a house records them
+    for s in hindsight:
+        for who, up in (("ReAct w/ SG", 0.0), ("GRPO w/ SG & GR", 0.5)):
+            s[who]["final"].update(probe_guide_true_prob_stale_negative=0.1 + up,
+                                   probe_guide_true_prob_stale_positive=0.2)
+    line = compare.co_evolution(hindsight)[0]
+    assert ("; there, on the truly negative moves (into its dead end), on the fixed probe "
+            "0.100 -> 0.600, +0.500 [+0.500, +0.500]; on the truly positive ones (out of it), "
+            "on the fixed probe 0.200 -> 0.200, +0.000 [+0.000, +0.000]") in line
 
 
 # --- trunk sharing: rows branch off the lambda = 0 prefix they share ---
@@ -254,7 +270,11 @@ def test_branching_off_the_shared_prefix_equals_training_each_row_alone():
                "grpo + oracle": sg.dataclasses.replace(cfg, variant="grpo",
                                                        internal_reward="oracle"),
                "outcome": sg.dataclasses.replace(cfg, variant="sg_gr", guide_advantage="outcome"),
-               "truth": sg.dataclasses.replace(cfg, variant="sg_gr", guide_advantage="truth")}
+               "truth": sg.dataclasses.replace(cfg, variant="sg_gr", guide_advantage="truth"),
+               "hindsight": sg.dataclasses.replace(cfg, variant="sg_gr",
+                                                   guide_advantage="hindsight"),
+               "placebo": sg.dataclasses.replace(cfg, variant="sg_gr", guide_advantage="placebo"),
+               "exact KL": sg.dataclasses.replace(cfg, variant="sg_gr", kl_guide_exact=True)}
     branched = compare.train_rows(prior, configs)
     # trapezoid and no_anneal branch from the same snapshot: the second must not inherit the
     # first one's optimizer state
@@ -267,6 +287,16 @@ def test_branching_off_the_shared_prefix_equals_training_each_row_alone():
         assert len(records) == 8 and records == alone_records, row
         for a, b in zip(policy.parameters(), alone.parameters()):
             assert torch.equal(a, b), row
+    # with the probe, every evaluation also records the guide's on it, and nothing else moves
+    episodes = probe.probe_episodes(prior, cfg)
+    policy, records = compare.train_rows(prior, {"hindsight": configs["hindsight"]},
+                                         episodes)["hindsight"]
+    assert all(torch.equal(a, b) for a, b in zip(policy.parameters(),
+                                                 branched["hindsight"][0].parameters()))
+    evaluations = [r["eval"] for r in records if "eval" in r]
+    assert len(evaluations) == 2 and evaluations[-1] == {
+        **branched["hindsight"][1][-1]["eval"], **probe.probe_metrics(policy, episodes)}
+    assert "probe_guide_true_prob_progress" in evaluations[0]
 
 
 # --- work units that survive faults ---
@@ -543,8 +573,8 @@ def test_gradient_table_averages_each_end_of_each_run_then_the_seeds(tmp_path):
     diagnostics, then over the seeds; a row in two folders counts each seed once; rows that
     logged none are left out; a folder without compare.json is refused in one line."""
     def log(folder, seed, row, guide, off, action):
-        records = [{"iteration": i + 1, "guide_gradient": g, "guide_off_prior": o,
-                    "action_gradient": a} for i, (g, o, a) in enumerate(zip(guide, off, action))]
+        records = [{"iteration": i + 1, "guide_sensitivity": g, "guide_off_prior": o,
+                    "action_sensitivity": a} for i, (g, o, a) in enumerate(zip(guide, off, action))]
         records[1]["eval"] = {"success": 0.5}  # an evaluation's record is an iteration's too
         (folder / f"seed{seed}-{compare.slug(row)}.jsonl").write_text(
             "".join(json.dumps(r) + "\n" for r in records))
@@ -562,11 +592,11 @@ def test_gradient_table_averages_each_end_of_each_run_then_the_seeds(tmp_path):
     assert list(rows) == ["the full method"]  # GRPO logged nothing to average
     full = rows["the full method"]
     assert full["seeds"] == [1, 2, 3] and full["iterations"] == 4
-    assert full[("guide_gradient", "first")] == pytest.approx((1.5 + 3 + 5) / 3)
-    assert full[("guide_gradient", "last")] == pytest.approx((3.5 + 3 + 6) / 3)
+    assert full[("guide_sensitivity", "first")] == pytest.approx((1.5 + 3 + 5) / 3)
+    assert full[("guide_sensitivity", "last")] == pytest.approx((3.5 + 3 + 6) / 3)
     assert full[("guide_off_prior", "first")] == pytest.approx((0.25 + 0 + 0.5) / 3)
     assert full[("guide_off_prior", "last")] == pytest.approx((0.75 + 0 + 1.0) / 3)
-    assert full[("action_gradient", "first")] == pytest.approx((8 + 2 + 4) / 3)
+    assert full[("action_sensitivity", "first")] == pytest.approx((8 + 2 + 4) / 3)
     assert "| the full method | 1, 2, 3 | 3.17 | 4.17 | 0.250 | 0.583 | 4.67 |" in \
         gradient.main([f"{a},{b}", "--window", "2"])
     assert "iterations 1-2 | the same, 3-4 |" in gradient.table(rows, 2)
