@@ -4,14 +4,10 @@ Re-implements "Co-Evolution of Policy and Internal Reward for Language Agents" (
 arXiv 2604.03098) at toy scale. At every step t the agent first writes a one-word
 self-assessment, the guide z_t (positive / neutral / negative), then an action a_t conditioned
 on it. The same word is a step reward r_t = g(z_t) in {+0.1, 0, -0.1}, weighed by a trust
-schedule lambda(u) (`trust` in the code). The paper's GRPO maximises one return per episode,
-R = R_env + lambda(u) * sum_t r_t (--credit trajectory). What the default trains: each action
-gets R_env's group advantage plus lambda times the group-normalised internal rewards from the
-guide that judges it on, the two normalised apart (--credit step), and each guide gets R_env's
-advantage alone (--guide-advantage env). One objective trains the policy and its own reward.
-
-The agent is a tiny GPT-2 (transformers' GPT2LMHeadModel); the world a text maze (toy_env.py)
-whose true shortest-path distances score every guide, which the paper could not measure.
+schedule lambda(u) (`trust` in the code). The paper trains every token of rollout i on the
+group-normalised advantage of R_i = R_env_i + lambda(u) sum_t r_i,t. The agent is a tiny GPT-2
+(transformers' GPT2LMHeadModel); the world a text maze (toy_env.py) whose true shortest-path
+distances score every guide, which the paper could not measure.
 
     python selfguide.py                     # the full method, Stage 0 prior included (CPU)
     python selfguide.py --variant grpo      # R_env only; --variant sg: guides, lambda = 0
@@ -19,6 +15,30 @@ whose true shortest-path distances score every guide, which the paper could not 
     python selfguide.py --show 1            # train, then watch a held-out episode step by step
     python selfguide.py --eval-only --init-from runs/sg_gr-seed0
     python selfguide.py --help              # every setting, with its default
+
+What the default run trains (a test writes these lines out and compares them with the code).
+Iteration u of U = 150; rollout i of a group of G = 8 on one task, T_i moves, R_env_i in {0, 1}:
+
+    lambda(u) = 0 for u <= U/2 (the first half is GRPO w/ SG), rising linearly to 1 at 5U/8,
+                1 until 7U/8, falling linearly to 0 at U                (the trapezoid)
+    r_i,t     = g(z_i,t) / T_i                          (each reward over the episode's length)
+    A_env_i   = (R_env_i - mean_G R_env) / (std_G R_env + eps), 0 where the group's are equal
+    action a_i,t: A_env_i + lambda(u) (S_i,t - mean_G S_.,t) / (std_G I + eps)
+                  S_i,t = r_i,t+1 + r_i,t+2 + ... (0 past the end), I_j = sum_t r_j,t; the
+                  second term 0 where the group's I are equal
+    guide z_i,t:  A_env_i
+    loss: the mean over every written token w of -min(rho_w A_w, clip(rho_w, 0.8, 1.2) A_w)
+          + beta_w (e^x - x - 1), rho_w = pi(w) / pi_old(w), x = log pi_prior(w) - log pi(w),
+          each pi at w's sampling temperature (guides 0.1, actions 1); beta 0.1 on guides, 0
+          on actions.
+
+So the 0.1 of g cancels in the division by std_G I; and a guide the prior is sure of, sampled
+at 0.1, has a gradient of about 0 (departure 7): the guide stays the prior's, and the moves are
+what GRPO trains. --paper-faithful trains the paper's objective instead:
+
+    r_i,t = g(z_i,t),  R_i = R_env_i + lambda(u) sum_t r_i,t
+    every token of rollout i, guide and action: (R_i - mean_G R) / (std_G R + eps), 0 where
+    the group's R are equal; beta 0; guides sampled at temperature 1.
 
 Reading order: Config; the paper's pieces (r_t, lambda(u), R, A_i, the clipped loss); the
 machinery they plug into, up to the training loop, whose iteration names its steps in order;
@@ -28,17 +48,15 @@ below "The method ends here", what one run needs around it. experiments/ measure
 Departures from the paper (README's "Departures" says why; experiments/REPORT.md measures each):
 1. A Stage 0 prior, cloned from an imperfect demonstrator, stands in for the pretrained LLM.
 2. Three guards: a KL to the prior on guide tokens (--kl-guide), guide tokens trained by
-   R_env's advantage alone (--guide-advantage env), mean r_t for sum (--internal-return mean).
+   R_env's advantage alone (--guide-advantage env), r_t over the length (--internal-return mean).
 3. Constrained decoding: the guide slot samples among the guides, the action slot the moves.
 4. The schedule's phases are fractions of training; the group std is the population one.
-5. Step-level credit: each action gets R_env's advantage plus lambda times the internal
-   rewards that judge it and later moves, normalised apart from R_env (--credit step).
+5. Step-level credit: the action formula above, R_env and the r_t normalised apart (--credit).
 6. The guide is one word that judges the move just made.
 7. Guides are sampled at temperature 0.1 in training (--guide-temperature; actions at 1), and
    their log-probs in the loss and the KL are taken there too, as the ratio needs: the
    gradient (onehot - p) / 0.1 that reaches a confident guide is then about zero.
---paper-faithful takes back 2, 5 and 7 (the paper's objective and sampling); 1, 3, 4 and 6
-remain.
+--paper-faithful takes back 2, 5 and 7; 1, 3, 4 and 6 remain.
 """
 from __future__ import annotations
 
@@ -96,9 +114,6 @@ class Config:
     # Self-Guide
     variant: str = setting("sg_gr", "grpo: no guide; sg: guides, lambda 0; sg_gr: and their reward",
                            ["grpo", "sg", "sg_gr"])
-    paper_faithful: bool = setting(False, "the paper's objective and sampling, departures 2, 5 "
-                                          "and 7 taken back: on the command line, "
-                                          "PAPER_FAITHFUL's settings become the defaults")
     internal_reward: str = setting(
         "guide", "r_t: guide (the paper); controls: oracle (true progress) or random",
         ["guide", "oracle", "random"])
@@ -117,7 +132,8 @@ class Config:
     kl_guide: float = setting(0.1, "weight of the KL to the prior on guide tokens (a guard)")
     kl_guide_exact: bool = setting(False, "the guide's KL exact over its three words at "
                                           "temperature 1, not k3 at --guide-temperature")
-    guide_temperature: float = setting(0.1, "sampling temperature of guides in training")
+    guide_temperature: float = setting(0.1, "sampling temperature of guides in training and "
+                                            "in sampled evaluations")
     # GRPO
     iterations: int = setting(150, "GRPO iterations")
     tasks_per_iter: int = setting(16, "tasks (groups) per iteration")
@@ -157,7 +173,8 @@ class Config:
     threads: int = setting(0, "CPU threads for torch (0: torch's default)")
     out: str = setting("", "run folder (default runs/<variant>-seed<seed>)")
     init_from: str = setting("", "start from this saved policy instead of the prior")
-    eval_only: bool = setting(False, "only evaluate --init-from (or the prior) and exit")
+    eval_only: bool = setting(False, "only evaluate --init-from (or the prior) and exit: "
+                                     "greedy, and sampled (guides at --guide-temperature)")
     show: int = setting(0, "print this many held-out episodes step by step (greedy)")
 
     def __post_init__(self):
@@ -268,7 +285,8 @@ def composite_return(env_return, rewards, trust: float):
     """R = R_env + trust * internal_return, with internal_return = sum_t r_t (a step without a
     guide has r_t = 0). env_return: (N,); rewards: (N, T). Returns (R, internal_return),
     each (N,). GRPO trains on R's group advantage under --credit trajectory (the paper); under
-    the default step credit (below) R is logged, and R_env and the r_t are normalised apart."""
+    the default step credit (below) R_env and the r_t are normalised apart, and R gives only
+    the log its share of groups whose R is flat (zero_variance_groups)."""
     internal_return = rewards.sum(1)
     return env_return + trust * internal_return, internal_return
 
@@ -296,11 +314,11 @@ def group_advantages(returns: torch.Tensor, eps: float = 1e-6, scale: bool = Tru
 # --- GRPO with step-level credit (departure 5: --credit step) ---
 
 def step_credit(env_advantages, rewards, trust: float, group_size: int, scale: bool = True,
-                eps: float = 1e-6):
+                eps: float = 1e-6, own: bool = False):
     """Per-step advantages that credit each action only with the internal rewards that judge
     it or later moves. env_advantages: (N,), group_advantages of R_env; rewards: (N, T), r_t
-    of the guide written at step t (which judges move t-1). Returns (action, guide)
-    advantages, each (N, T): of a_t and of z_t.
+    of the guide written at step t (which judges move t-1). Returns the advantages (N, T) of
+    a_t, or with own=True of z_t:
 
         A_{i,t} = A_i^env + lambda * (G_{i,t} - mean_j G_{j,t}) / (std_j I_j + eps)
 
@@ -313,35 +331,20 @@ def step_credit(env_advantages, rewards, trust: float, group_size: int, scale: b
     where every rollout failed, which the paper's joint (R - mean R) / std R scales to unit
     size whatever lambda is. A group whose internal returns are all equal (a constant guide)
     adds nothing. A guide z_t, when it gets the composite advantage (--guide-advantage
-    composite), is credited from its own reward r_t on. scale=False (Dr. GRPO) drops both
-    divisions. At lambda = 0 this is exactly A_i^env."""
+    composite), is credited from its own reward r_t on (own=True). scale=False (Dr. GRPO)
+    drops both divisions. At lambda = 0 this is exactly A_i^env."""
     num_groups, horizon = len(rewards) // group_size, rewards.shape[1]
     to_go = rewards.flip(1).cumsum(1).flip(1)          # (N, T): r_t + r_{t+1} + ..., z_t's own on
-    action_to_go = F.pad(to_go[:, 1:], (0, 1))          # (N, T): a_t is judged from r_{t+1} on
     internal = to_go[:, 0].view(num_groups, group_size)  # (num_groups, G): I_j
-    std = internal.std(dim=1, unbiased=False).repeat_interleave(group_size)[:, None]  # (N, 1)
-    flat = zero_variance(internal).repeat_interleave(group_size)[:, None]             # (N, 1)
-
-    def internal_advantage(reward_to_go):  # (N, T), centred per step within each group
-        per_group = reward_to_go.view(num_groups, group_size, horizon)
-        centred = (per_group - per_group.mean(dim=1, keepdim=True)).view_as(reward_to_go)
-        if scale:
-            centred = centred / (std + eps)
-        return torch.where(flat, 0.0, centred)
-
-    base = env_advantages[:, None]
-    return base + trust * internal_advantage(action_to_go), base + trust * internal_advantage(to_go)
-
-
-def by_step(per_token_values, slots, slot: int, horizon: int) -> torch.Tensor:
-    """A figure per token (N, L) read at the tokens of one slot, by step: (N, T), 0 where the
-    slot holds nothing. A token's step is the number of action tokens before it."""
-    is_action = slots == SLOT_ACTION
-    step = is_action.cumsum(1) - is_action.long()                                # (N, L)
-    row, position = (slots == slot).nonzero(as_tuple=True)
-    out = torch.zeros(slots.shape[0], horizon, device=slots.device)
-    out[row, step[row, position]] = per_token_values[row, position].float()
-    return out
+    if not own:
+        to_go = F.pad(to_go[:, 1:], (0, 1))             # (N, T): a_t is judged from r_{t+1} on
+    per_group = to_go.view(num_groups, group_size, horizon)
+    centred = (per_group - per_group.mean(dim=1, keepdim=True)).view_as(to_go)  # (N, T)
+    if scale:
+        std = internal.std(dim=1, unbiased=False).repeat_interleave(group_size)[:, None]
+        centred = centred / (std + eps)
+    flat = zero_variance(internal).repeat_interleave(group_size)[:, None]         # (N, 1)
+    return env_advantages[:, None] + trust * torch.where(flat, 0.0, centred)
 
 
 def per_token(slots, action_advantages, guide_advantages):
@@ -629,16 +632,13 @@ class Rollouts:
     guides: torch.Tensor         # (N, T) index into GUIDES of the guide written; -1 if none
     truths: torch.Tensor         # (N, T) index into GUIDES of move t-1's true progress (what
                                  #        z_t judges), guided or not; -1 at t = 0 or no step
-    revisits: torch.Tensor       # (N, T) bool: that move went back onto a visited cell
+    cells: torch.Tensor          # (N, T) the cell o_t names, row x MAX_SIZE + column; -1 after
     env_return: torch.Tensor     # (N,) R_env: 1.0 on success
     steps: torch.Tensor          # (N,) moves taken
     optimal: torch.Tensor        # (N,) shortest path at the start
-    stale: torch.Tensor | None = None  # (N, T) bool: the stale map misjudges that move
+    mazes: torch.Tensor          # (N,) the maze each episode is played in (GridWorld.maze)
     guide_probs: torch.Tensor | None = None  # (N, T, 3) the guide's distribution over GUIDES
                                              #   at temperature 1 where it wrote one; else 0
-    cells: torch.Tensor | None = None  # (N, T) the cell o_t names, row x MAX_SIZE + column;
-                                       #   -1 after the episode ends
-    mazes: torch.Tensor | None = None  # (N,) the maze each episode is played in (GridWorld.maze)
 
 
 def sample_slot(logits, slot: int, allowed, temperature: float, greedy: bool, generator):
@@ -666,14 +666,10 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
     word_ids = torch.tensor(WRITABLE_IDS, device=device)  # a writable column's token id
     # per-episode bookkeeping in Python lists: the environments are Python, tensor writes slow
     running, env_return, steps = [True] * n, [0.0] * n, [0] * n
-    previous_truth, previous_revisit, previous_stale = [-1] * n, [False] * n, [False] * n
-    active = torch.tensor(running, device=device)
-    guides = torch.full((n, horizon), -1, dtype=torch.long, device=device)
-    truths = torch.full((n, horizon), -1, dtype=torch.long, device=device)
-    revisits = torch.zeros((n, horizon), dtype=torch.bool, device=device)
-    stale = torch.zeros((n, horizon), dtype=torch.bool, device=device)
+    previous_truth, active = [-1] * n, torch.tensor(running, device=device)
+    guides, truths, cells = (torch.full((n, horizon), -1, dtype=torch.long, device=device)
+                             for _ in range(3))
     guide_probs = torch.zeros((n, horizon, len(GUIDES)), device=device)
-    cells = torch.full((n, horizon), -1, dtype=torch.long, device=device)
     blocks = []  # (tokens, slots, logprobs), each (n, k), in stream order
     cache = DynamicCache(config=policy.config)
 
@@ -690,8 +686,6 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
         write(observed, SLOT_CONTEXT)
         pending = torch.cat([pending, observed], 1)
         truths[:, t] = torch.where(active, torch.tensor(previous_truth, device=device), -1)
-        revisits[:, t] = active & torch.tensor(previous_revisit, device=device)
-        stale[:, t] = active & torch.tensor(previous_stale, device=device)
         cells[:, t] = torch.where(active, torch.tensor([cell_index(o) for o in observations],
                                                        device=device), -1)
         if guided:  # z_t ~ pi(. | h_{t-1}, o_t): judge before acting
@@ -714,7 +708,6 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
         for i in [i for i in range(n) if running[i]]:
             observations[i], reward, terminated, truncated, info = envs[i].step(WORDS[moves[i]])
             previous_truth[i] = GUIDES.index(toy_env.true_polarity(info["progress"]))
-            previous_revisit[i], previous_stale[i] = info["revisited"], info["stale"]
             env_return[i] += reward
             steps[i] += 1
             running[i] = not (terminated or truncated)
@@ -722,10 +715,10 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
             break
         active = torch.tensor(running, device=device)
     tokens, slots, logprobs = (torch.cat(parts, 1) for parts in zip(*blocks))
-    return Rollouts(tokens, slots, logprobs, guides, truths, revisits,
-                    torch.tensor(env_return, device=device), torch.tensor(steps, device=device),
-                    torch.tensor(optimal, device=device), stale, guide_probs, cells,
-                    torch.tensor([env.maze for env in envs], device=device))
+    return Rollouts(tokens, slots, logprobs, guides, truths, cells,
+                    *(torch.tensor(v, device=device) for v in (env_return, steps, optimal,
+                                                                [env.maze for env in envs])),
+                    guide_probs)
 
 
 # --- Hindsight: a guide's target from the agent's own rollouts (--guide-advantage hindsight) ---
@@ -800,26 +793,31 @@ def placebo_targets(targets: torch.Tensor, generator) -> torch.Tensor:
 
 def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: int,
                          targets=None):
-    """r_t, R and the advantages of --credit and --guide-advantage for one iteration's rollouts:
-    (token advantages (N, L), composite returns (N,)). targets (N, T): hindsight_targets, for
-    --guide-advantage hindsight and placebo. The random control and the placebo draw from their
-    own generator each iteration, seeded by seed x 10^6 + iteration."""
+    """r_t, R and the advantages of --credit and --guide-advantage for one iteration's rollouts,
+    each computed only where the settings use it: (token advantages (N, L), composite returns
+    (N,)). targets (N, T): hindsight_targets, for --guide-advantage hindsight and placebo. The
+    random control and the placebo draw from their own generator each iteration, seeded by
+    seed x 10^6 + iteration."""
     control = torch.Generator(device=batch.guides.device).manual_seed(cfg.seed * 10**6 + iteration)
     rewards = step_rewards(batch.guides, batch.truths, cfg.internal_reward, control)      # (N, T)
     if cfg.internal_return == "mean":
         rewards = length_neutral(rewards, batch.steps)
     returns, _ = composite_return(batch.env_return, rewards, trust)
-    # one advantage per rollout (the paper) or one per step (--credit step)
     grouped, horizon = (-1, cfg.group_size), rewards.shape[1]
     scale = cfg.advantage == "grpo"
-    advantage = group_advantages(returns.view(grouped), scale=scale).flatten()             # (N,)
-    env_advantage = group_advantages(batch.env_return.view(grouped), scale=scale).flatten()
+    env_advantage = (group_advantages(batch.env_return.view(grouped), scale=scale).flatten()
+                     if cfg.credit == "step" or cfg.guide_advantage in ("env", "outcome")
+                     else None)                                                            # (N,)
+    # an action's advantage: one per step (--credit step) or R's, one per rollout (the paper)
     if cfg.credit == "step":
-        action_advantage, guide_advantage = step_credit(env_advantage, rewards, trust,
-                                                        cfg.group_size, scale)             # (N, T)
+        action_advantage = step_credit(env_advantage, rewards, trust, cfg.group_size, scale)
     else:
-        action_advantage = guide_advantage = advantage[:, None].expand(-1, horizon)
-    if cfg.guide_advantage == "env":  # guard: a guide is never paid for the reward it grants
+        action_advantage = group_advantages(returns.view(grouped), scale=scale).flatten() \
+            [:, None].expand(-1, horizon)                                                  # (N, T)
+    if cfg.guide_advantage == "composite":  # the paper: a guide is trained as its action is
+        guide_advantage = (step_credit(env_advantage, rewards, trust, cfg.group_size, scale,
+                                       own=True) if cfg.credit == "step" else action_advantage)
+    elif cfg.guide_advantage == "env":  # guard: a guide is never paid for the reward it grants
         guide_advantage = env_advantage[:, None].expand(-1, horizon)
     elif cfg.guide_advantage == "outcome":  # guard: paid for calling how the episode went,
         polarity = step_rewards(batch.guides, batch.truths) / GUIDE_REWARD["positive"]  # +1/0/-1
@@ -827,7 +825,7 @@ def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: 
         # only failures play on (a success ends early): praise never earns
         guide_advantage = env_advantage[:, None] * polarity
     elif cfg.guide_advantage == "none":
-        guide_advantage = torch.zeros_like(guide_advantage)
+        guide_advantage = torch.zeros_like(action_advantage)
     elif cfg.guide_advantage in ("truth", "hindsight", "placebo"):  # +1 for the target's word,
         # -1 for another: the true progress (a control), the agent's own hindsight, or a coin
         target = {"truth": batch.truths, "hindsight": targets}.get(cfg.guide_advantage)
@@ -887,36 +885,26 @@ def grpo_update(policy, optimizer, rollouts: Rollouts, token_advantages, referen
 
 # --- Evaluation: success, efficiency, and how right the guide is ---
 
-@torch.no_grad()
-def judge_streams(policy, batch: Rollouts, rows: int = 512) -> torch.Tensor:
-    """How `policy` would judge at each guide slot of the batch's streams, read as they are
-    (teacher-forced, whoever wrote them): its log-probs of GUIDES at temperature 1, (N, T, 3);
-    0 where the episode has no guide. Of the policy that played the batch, the log of
-    batch.guide_probs, to rounding."""
-    judged = torch.zeros(batch.guides.shape + (len(GUIDES),), device=batch.tokens.device)
-    for part in torch.arange(len(batch.tokens), device=batch.tokens.device).split(rows):
-        tokens, slots = batch.tokens[part], batch.slots[part]                    # (b, L)
-        targets = scored_positions(slots)                                        # (Q,)
-        logp = constrained_logprobs(last_block_logits(policy, tokens, targets - 1),
-                                    slots[:, targets])                           # (b, Q, W)
-        is_action = slots == SLOT_ACTION
-        step = (is_action.cumsum(1) - is_action.long())[:, targets]             # (b, Q)
-        row, column = (slots[:, targets] == SLOT_GUIDE).nonzero(as_tuple=True)
-        judged[part[row], step[row, column]] = logp[row, column, :len(GUIDES)]  # 0-2: GUIDES
-    return judged
+def revisit_moves(cells: torch.Tensor) -> torch.Tensor:
+    """(N, T) cells -> (N, T) bool: the move z_t judges (from o_{t-1}'s cell to o_t's) went
+    back onto a cell of the episode's before it (a loop; a bump is no move). The last move of
+    an episode is never judged, so never counted."""
+    earlier = torch.ones(cells.shape[1], cells.shape[1], device=cells.device).tril(-2).bool()
+    seen = ((cells[:, :, None] == cells[:, None, :]) & earlier).any(-1)         # (N, T)
+    moved = F.pad(cells[:, 1:] != cells[:, :-1], (1, 0))
+    return seen & moved & (cells >= 0)
 
 
 def episode_metrics(rollouts: Rollouts) -> dict:
     """Success, steps, loops, and the guide's shares and accuracy against true progress."""
-    success = rollouts.env_return > 0
+    success, revisits = rollouts.env_return > 0, revisit_moves(rollouts.cells)
     metrics = {"success": success.float().mean().item(),
                "steps": rollouts.steps.float().mean().item(),
                "steps_over_optimal": (rollouts.steps[success] / rollouts.optimal[success])
                .mean().item() if success.any() else None,  # None (JSON null): none succeeded
-               # looping (the paper's error analysis): moves back onto a visited cell that a
-               # next step judges (a truncated episode's last move is not counted)
-               "looping_episodes": rollouts.revisits.any(1).float().mean().item(),
-               "revisits": rollouts.revisits.sum(1).float().mean().item()}
+               # looping (the paper's error analysis): moves back onto a visited cell
+               "looping_episodes": revisits.any(1).float().mean().item(),
+               "revisits": revisits.sum(1).float().mean().item()}
     written = rollouts.guides >= 0
     if not written.any():
         return metrics
@@ -932,82 +920,26 @@ def episode_metrics(rollouts: Rollouts) -> dict:
     # without the bumps, which greedy play makes a few times in 500 mazes: too few to estimate
     moved = [recall[g] for g in ("positive", "negative") if g in recall]
     metrics["guide_progress_accuracy"] = sum(moved) / len(moved) if moved else None
-    # apart on the moves back onto a visited cell (the loops), which --cue-misjudge gets wrong
-    revisit = rollouts.revisits[judged]
-    for name, kind in [("revisit", revisit), ("other", ~revisit)]:
-        metrics[f"guide_accuracy_{name}"] = (correct[kind].float().mean().item()
-                                             if kind.any() else None)
-    # the probability of the true word sees what the top word hides: a wrong word that fell
-    # from 0.999 to 0.6 scores the same argmax accuracy
-    true_prob = (rollouts.guide_probs[judged].gather(-1, truth[:, None]).squeeze(-1)
-                 if rollouts.guide_probs is not None else None)                    # (J,)
-    if true_prob is not None:
+    if rollouts.guide_probs is not None:  # the probability of the true word sees what the top
+        # word hides: a wrong word that fell from 0.999 to 0.6 scores the same argmax accuracy
+        true_prob = rollouts.guide_probs[judged].gather(-1, truth[:, None]).squeeze(-1)  # (J,)
         by_truth = [true_prob[truth == GUIDES.index(g)].mean().item()
                     for g in ("positive", "negative") if g in recall]
         metrics["guide_true_prob_progress"] = sum(by_truth) / len(by_truth) if by_truth else None
-    if rollouts.stale is not None and rollouts.stale[judged].any():  # where the stale map errs,
-        # and apart by the true word: a move the map calls good that leads into its dead end
-        # (truly negative), and one it calls bad that leads out (truly positive)
-        stale = rollouts.stale[judged]
-        for suffix, kind in [("", stale), ("_negative", stale & (truth == NEGATIVE)),
-                             ("_positive", stale & (truth == POSITIVE))]:
-            if kind.any():
-                metrics[f"guide_accuracy_stale{suffix}"] = correct[kind].float().mean().item()
-                if true_prob is not None:
-                    metrics[f"guide_true_prob_stale{suffix}"] = true_prob[kind].mean().item()
     return metrics
 
 
-def rollout_log(batch: Rollouts, returns, reference, cfg: Config, token_advantages,
-                targets=None) -> dict:
-    """The training rollouts' figures for the log line: episode_metrics, the returns, the
-    groups that carry no signal, and what an update can move. The gradient of log p_T(word) on
-    its logits is (onehot - p_T) / T, of L1 norm 2 (1 - p_T(word)) / T: its mean over the
-    written actions and guides is their sensitivity (about 0 for a confident guide sampled at
-    T = 0.1), whatever the advantage; times |A|, the push: the L1 norm of the policy-gradient
-    term's gradient on a guide's logits at ratio 1 (the clip and the KL left out), over all
-    guides and on the stale moves by their true word. And the share of written guides that are
-    not the reference's (the prior's) greedy word; with hindsight targets, how often there is
-    one, and how often it is the true word."""
+def rollout_log(batch: Rollouts, returns, cfg: Config) -> dict:
+    """The training rollouts' figures for the log line: episode_metrics, the returns, and the
+    groups that carry no signal (zero variance: all their rollouts' advantages are 0)."""
     grouped = (-1, cfg.group_size)
     guide_rewards = step_rewards(batch.guides, batch.truths)  # g(z_t), logged whatever R used
-    sensitivity = 2 * (1 - batch.logprobs.exp()) / torch.where(
-        batch.slots == SLOT_GUIDE, cfg.guide_temperature, cfg.temperature)      # (N, L)
-
-    def mean_sensitivity(slot):
-        written = sensitivity[batch.slots == slot]
-        return written.mean().item() if len(written) else None
-    log = {**episode_metrics(batch), "env_return": batch.env_return.mean().item(),
-           "internal_return_sum": guide_rewards.sum(1).mean().item(),
-           "internal_return_mean": (guide_rewards.sum(1) / batch.steps).mean().item(),
-           "zero_variance_groups": zero_variance(returns.view(grouped)).float().mean().item(),
-           "env_zero_variance_groups":
-               zero_variance(batch.env_return.view(grouped)).float().mean().item(),
-           "action_sensitivity": mean_sensitivity(SLOT_ACTION)}
-    if cfg.guided:
-        prior_word = judge_streams(reference, batch).argmax(-1)                  # (N, T)
-        log["guide_sensitivity"] = mean_sensitivity(SLOT_GUIDE)
-        log["guide_off_prior"] = (batch.guides != prior_word)[batch.guides >= 0].float() \
-            .mean().item()
-        written = batch.guides >= 0                                              # (N, T)
-        push = by_step(sensitivity * token_advantages.abs(), batch.slots, SLOT_GUIDE,
-                       batch.guides.shape[1])                                    # (N, T)
-        kinds = [("", written)]
-        if batch.stale is not None:
-            kinds += [(f"_stale_{name}", written & batch.stale & (batch.truths == word))
-                      for name, word in [("negative", NEGATIVE), ("positive", POSITIVE)]]
-        for suffix, kind in kinds:
-            log[f"guide_push{suffix}"] = push[kind].mean().item() if kind.any() else None
-        if targets is not None:
-            judged = written & (batch.truths >= 0)
-            log["target_coverage"] = (targets[judged] >= 0).float().mean().item()
-            has = judged & (targets >= 0)
-            log["target_accuracy"] = ((targets == batch.truths)[has].float().mean().item()
-                                      if has.any() else None)
-            if batch.stale is not None and (has & batch.stale).any():
-                log["target_accuracy_stale"] = (targets == batch.truths)[has & batch.stale] \
-                    .float().mean().item()
-    return log
+    return {**episode_metrics(batch), "env_return": batch.env_return.mean().item(),
+            "internal_return_sum": guide_rewards.sum(1).mean().item(),
+            "internal_return_mean": (guide_rewards.sum(1) / batch.steps).mean().item(),
+            "zero_variance_groups": zero_variance(returns.view(grouped)).float().mean().item(),
+            "env_zero_variance_groups":
+                zero_variance(batch.env_return.view(grouped)).float().mean().item()}
 
 
 def concat_rollouts(parts) -> Rollouts:
@@ -1017,8 +949,7 @@ def concat_rollouts(parts) -> Rollouts:
     merged = {}
     for f in dataclasses.fields(Rollouts):
         tensors = [getattr(p, f.name) for p in parts]
-        if tensors[0] is None:  # not recorded: the stale map outside the house, the guides'
-            # probabilities on examples/' free-text path
+        if tensors[0] is None:  # not recorded (the free-text path's guide_probs)
             merged[f.name] = None
             continue
         if f.name in ("tokens", "slots", "logprobs"):
@@ -1027,13 +958,19 @@ def concat_rollouts(parts) -> Rollouts:
     return Rollouts(**merged)
 
 
-def evaluate(policy, cfg: Config, guided: bool, greedy=True, passes=1, batch_size=512) -> dict:
-    """Metrics on the fixed held-out tasks (never trained on), pooled over `passes`."""
+def play_held_out(policy, cfg: Config, guided: bool, greedy=True, passes=1,
+                  batch_size=512) -> Rollouts:
+    """The fixed held-out tasks (never trained on), played `passes` times."""
     seeds = [EVAL_SEED_BASE + i for i in range(cfg.eval_tasks)]
     generator = torch.Generator(device=next(policy.parameters()).device).manual_seed(cfg.seed)
-    parts = [rollout(policy, seeds[i:i + batch_size], guided, cfg, generator, greedy=greedy)
-             for _ in range(passes) for i in range(0, len(seeds), batch_size)]
-    return episode_metrics(concat_rollouts(parts))
+    return concat_rollouts([rollout(policy, seeds[i:i + batch_size], guided, cfg, generator,
+                                    greedy=greedy)
+                            for _ in range(passes) for i in range(0, len(seeds), batch_size)])
+
+
+def evaluate(policy, cfg: Config, guided: bool, greedy=True, passes=1, batch_size=512) -> dict:
+    """Metrics on the fixed held-out tasks, pooled over `passes`."""
+    return episode_metrics(play_held_out(policy, cfg, guided, greedy, passes, batch_size))
 
 
 def metric_text(value, digits: int) -> str:
@@ -1072,9 +1009,12 @@ def new_train_state(policy, cfg: Config) -> TrainState:
                       torch.Generator().manual_seed(cfg.seed))
 
 
-def grpo_iteration(policy, reference, cfg: Config, state: TrainState) -> dict:
+def grpo_iteration(policy, reference, cfg: Config, state: TrainState, hook=None) -> dict:
     """One GRPO iteration, its steps in order; its log line goes to state.records and is
-    returned. `reference` is the frozen prior, the KL's reference."""
+    returned. `reference` is the frozen prior, the KL's reference. hook(record, rollouts,
+    token_advantages, targets, held_out), if given, may add to the log line what an
+    experiment derives from what happened (experiments/instruments.py); held_out is the
+    held-out evaluation's rollouts, or None."""
     iteration = state.iteration + 1
     trust = trust_at(cfg, iteration)                                            # lambda(u)
     # 1. rollouts: G episodes of each sampled task; at every step a guide, then an action
@@ -1102,12 +1042,15 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState) -> dict:
     update = grpo_update(policy, state.optimizer, batch, token_advantages, reference_logprobs,
                          kl_weights, cfg, state.shuffler, reference_guides)
     # 5. the log line, and every --eval-every iterations (and at the last) a held-out evaluation
-    record = {"iteration": iteration, "trust": trust,
-              **rollout_log(batch, returns, reference, cfg, token_advantages, targets), **update}
+    record = {"iteration": iteration, "trust": trust, **rollout_log(batch, returns, cfg), **update}
+    held_out = None
     if iteration % cfg.eval_every == 0 or iteration == cfg.iterations:
-        record["eval"] = evaluate(policy, cfg, cfg.guided)
+        held_out = play_held_out(policy, cfg, cfg.guided)
+        record["eval"] = episode_metrics(held_out)
         tqdm.write(f"{cfg.variant} seed {cfg.seed} iter {iteration:4d}  lambda {trust:.2f}  "
                    f"held-out {format_metrics(record['eval'])}")
+    if hook is not None:
+        hook(record, batch, token_advantages, targets, held_out)
     state.records.append(record)
     state.iteration = iteration
     return record
@@ -1213,20 +1156,27 @@ def check_config(cfg: Config):
 
 
 def add_settings(parser, settings):
-    """A --flag for every field of the dataclass `settings`, its help from the field."""
+    """A --flag for every field of the dataclass `settings`, its help from the field; with
+    Config, also --paper-faithful, a preset rather than a setting (parse_settings reads it)."""
     for f in dataclasses.fields(settings):
         kind = ({"action": argparse.BooleanOptionalAction} if isinstance(f.default, bool)
                 else {"type": type(f.default), "choices": f.metadata["choices"]})
         parser.add_argument("--" + flag(f.name), default=f.default, help=f.metadata["help"], **kind)
+    if settings is Config:
+        parser.add_argument("--paper-faithful", action="store_true",
+                            help="the paper's objective and sampling, departures 2, 5 and 7 "
+                                 "taken back: " + ", ".join(f"--{flag(k)} {v}"
+                                                            for k, v in PAPER_FAITHFUL.items()))
 
 
 def parse_settings(parser, argv=None) -> dict:
-    """The command line's values; with --paper-faithful, PAPER_FAITHFUL's settings are the
-    defaults (a flag given explicitly still wins)."""
+    """The command line's values. --paper-faithful makes PAPER_FAITHFUL's values the defaults
+    (a flag given beside it still wins); in Python, Config(**PAPER_FAITHFUL)."""
     values = vars(parser.parse_args(argv))
-    if values["paper_faithful"]:
+    if values.pop("paper_faithful"):
         parser.set_defaults(**PAPER_FAITHFUL)
         values = vars(parser.parse_args(argv))
+        values.pop("paper_faithful")
     return values
 
 
@@ -1272,66 +1222,52 @@ def seed_everything(seed: int):
 
 
 # --- files that survive a kill: the cache, the run folder, checkpoints ---
+# Each file is written beside its target and renamed onto it (atomic within a folder), so a
+# kill or a full disk leaves the old file or the new one, never half of one.
 
-# Files are never half-written: each is written beside its target and renamed onto it (atomic
-# within a folder), so a kill or a full disk leaves the old file or the new one. Leftovers of
-# killed writers (".<name>.partial-<pid>") are removed once stale.
 STALE_SECONDS = 600
 
 
 def partial_path(path) -> Path:
-    """The temporary name beside `path` that this process writes to, after removing the
-    leftovers that killed writers of `path` left behind."""
+    """The temporary name beside `path` that this process writes to; a killed writer's
+    leftover (another process id) is removed once STALE_SECONDS old."""
     path = Path(path)
     for leftover in path.parent.glob(f".{path.name}.partial-*"):
-        try:
-            if time.time() - leftover.stat().st_mtime > STALE_SECONDS:
-                shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
-        except OSError:  # another process removed it first
-            pass
+        if time.time() - leftover.stat().st_mtime > STALE_SECONDS:
+            shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() \
+                else leftover.unlink(missing_ok=True)
     return path.with_name(f".{path.name}.partial-{os.getpid()}")
 
 
 def write_atomic(path, text: str):
     """Write a text file that no reader ever sees half-written."""
-    path = Path(path)
     temporary = partial_path(path)
-    try:
-        temporary.write_text(text)
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+    temporary.write_text(text)
+    os.replace(temporary, path)
 
 
-def save_policy(policy, folder):
-    """Save into a run folder: the files are written beside it, then renamed in one by one,
-    the weights last, so a kill at any moment leaves every file whole."""
+def save_policy(policy, folder, publish: bool = False) -> bool:
+    """save_pretrained into `folder`, model and tokenizer as AutoModelForCausalLM loads them,
+    written beside it first, then renamed in file by file, the weights last; or, to publish a
+    cache entry, renamed into place whole, unless another process published it first: then
+    its copy stays, and the result is False."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    (folder.parent if publish else folder).mkdir(parents=True, exist_ok=True)
     temporary = partial_path(folder)
-    try:  # model and tokenizer, as AutoModelForCausalLM loads them
+    try:
         policy.save_pretrained(temporary)
         build_tokenizer().save_pretrained(temporary)
+        if publish:
+            try:
+                os.rename(temporary, folder)  # fails if another process's copy is there
+                return True
+            except OSError:
+                if not folder.exists():
+                    raise
+                return False
         for file in sorted(temporary.iterdir(), key=lambda f: f.name == "model.safetensors"):
             os.replace(file, folder / file.name)
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
-
-
-def publish_policy(policy, folder) -> bool:
-    """Save a new cache entry whole or not at all (written beside `folder`, renamed into place);
-    False, ours dropped, if another process published it first (the rename then fails)."""
-    folder = Path(folder)
-    temporary = partial_path(folder)
-    try:
-        policy.save_pretrained(temporary)
-        build_tokenizer().save_pretrained(temporary)
-        os.rename(temporary, folder)
         return True
-    except OSError:
-        if folder.exists() and temporary.exists():
-            return False
-        raise
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
 
@@ -1435,7 +1371,7 @@ def load_or_train_prior(cfg: Config, device):
     tqdm.write(f"Stage 0 prior: {cfg.prior_episodes} demonstrations, cloned (both formats) in "
                f"{time.perf_counter() - start:.0f} s, {len(losses)} updates, final loss "
                f"{losses[-1]:.3f}{reached} -> {folder}")
-    if not publish_policy(policy, folder):  # another process cloned the same prior first:
+    if not save_policy(policy, folder, publish=True):  # another process cloned it first:
         return load_policy(folder, cfg, device)  # use its copy, so every run shares one prior
     return policy
 

@@ -1,613 +1,23 @@
-"""Tests for toy_env.py and selfguide.py, in the order the files are written.
+"""Tests for selfguide.py, in the order the file is written; toy_env's are in
+test_toy_env.py, the fixtures and helpers every test file shares in conftest.py.
 
     python -m pytest -q test_selfguide.py
 """
+import json
+import math
+import random
 from collections import deque
 
 import pytest
+import torch
 
+import selfguide as sg
 import toy_env
+from conftest import TINY, TINY_ARGS, fingerprint, hand_advantages, same_weights, tiny_config, tiny_policy
 from toy_env import ACTIONS, GUIDES, GridWorld
 
 
-# --- toy_env: the gridworld ---
-
-def bfs_over_render(text: str) -> dict:
-    """Distances to 'G' over the rendered map: an implementation independent of toy_env's."""
-    grid = text.splitlines()
-    goal = next((r, c) for r, row in enumerate(grid) for c, ch in enumerate(row) if ch == "G")
-    distance, frontier = {goal: 0}, deque([goal])
-    while frontier:
-        r, c = frontier.popleft()
-        for nr, nc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
-            if (0 <= nr < len(grid) and 0 <= nc < len(grid[0]) and grid[nr][nc] != "#"
-                    and (nr, nc) not in distance):
-                distance[(nr, nc)] = distance[(r, c)] + 1
-                frontier.append((nr, nc))
-    return distance
-
-
-def agent_cell(text: str):
-    return next((r, c) for r, row in enumerate(text.splitlines())
-                for c, ch in enumerate(row) if ch == "A")
-
-
-def test_same_seed_gives_same_task_and_trajectory():
-    a, b = GridWorld(), GridWorld()
-    assert a.reset(seed=7)[0] == b.reset(seed=7)[0]
-    assert a.render() == b.render()
-    for action in ["north", "east", "east", "south", "west"] * 3:
-        assert a.step(action)[:4] == b.step(action)[:4]
-    assert len({_render(seed) for seed in range(20)}) == 20  # different seeds, different mazes
-
-
-def _render(seed, **kwargs):
-    env = GridWorld(**kwargs)
-    env.reset(seed=seed)
-    return env.render()
-
-
-def test_reset_without_seed_continues_the_constructor_rng():
-    a, b = GridWorld(seed=3), GridWorld(seed=3)
-    tasks_a = [a.reset()[0] for _ in range(5)]
-    tasks_b = [b.reset()[0] for _ in range(5)]
-    assert tasks_a == tasks_b and len(set(tasks_a)) > 1
-
-
-@pytest.mark.parametrize("kwargs", [{}, {"size": 6, "wall_prob": 0.4, "min_distance": 5},
-                                    {"size": 12, "wall_prob": 0.2, "min_distance": 20}])
-def test_every_layout_is_solvable_and_start_far_enough(kwargs):
-    env = GridWorld(**kwargs)
-    for seed in range(200):
-        _, info = env.reset(seed=seed)
-        distance = bfs_over_render(env.render())
-        start = agent_cell(env.render())
-        assert start in distance, f"seed {seed}: goal unreachable"
-        assert distance[start] >= env.min_distance
-        assert info["distance"] == info["optimal_steps"] == distance[start]
-
-
-def test_render_marks_walls_floor_agent_and_goal():
-    env = GridWorld()
-    env.reset(seed=1)
-    text = env.render()
-    rows = text.splitlines()
-    assert len(rows) == env.size and all(len(row) == env.size for row in rows)
-    assert set(text) <= set("#.AG\n")
-    assert text.count("A") == 1 and text.count("G") == 1
-
-
-def test_observation_agrees_with_the_map():
-    env = GridWorld()
-    for seed in range(30):
-        observation, _ = env.reset(seed=seed)
-        for step in range(10):
-            grid = env.render().splitlines()
-            position, goal, blocked, _ = toy_env.parse_observation(observation)
-            assert grid[position[0]][position[1]] == "A"
-            assert grid[goal[0]][goal[1]] == "G"
-            for letter, (dr, dc) in zip("NESW", toy_env.MOVES.values()):
-                r, c = position[0] + dr, position[1] + dc
-                walled = not (0 <= r < env.size and 0 <= c < env.size) or grid[r][c] == "#"
-                assert (letter in blocked) == walled
-            assert all(word in toy_env.VOCAB for word in observation.split())
-            observation, _, terminated, truncated, _ = env.step(ACTIONS[(seed + step) % 4])
-            if terminated or truncated:
-                break
-
-
-def test_walls_and_edges_block_and_say_so():
-    env = GridWorld()
-    checked_edge = checked_wall = False
-    for seed in range(50):
-        observation, _ = env.reset(seed=seed)
-        position, _, blocked, _ = toy_env.parse_observation(observation)
-        for action, letter in zip(ACTIONS, "NESW"):
-            if letter in blocked:
-                before = env.render()
-                new_observation, reward, terminated, _, info = env.step(action)
-                assert info["bumped"] and info["progress"] == 0 and reward == 0.0
-                assert toy_env.parse_observation(new_observation)[0] == position
-                assert env.render() == before
-                dr, dc = toy_env.MOVES[action]
-                r, c = position[0] + dr, position[1] + dc
-                if 0 <= r < env.size and 0 <= c < env.size:
-                    checked_wall = True
-                else:
-                    checked_edge = True
-                break
-    assert checked_edge and checked_wall
-
-
-def test_info_ground_truth_matches_independent_bfs():
-    env = GridWorld()
-    for seed in range(40):
-        env.reset(seed=seed)
-        distance = bfs_over_render(env.render())
-        visited = {agent_cell(env.render())}
-        done = False
-        step = 0
-        while not done:
-            before = agent_cell(env.render())
-            _, _, terminated, truncated, info = env.step(ACTIONS[(seed * 7 + step * 3) % 4])
-            step += 1
-            done = terminated or truncated
-            if terminated:
-                after = info["goal"]
-            else:
-                after = agent_cell(env.render())
-            assert info["distance"] == distance[after]
-            assert info["progress"] == distance[before] - distance[after]
-            assert info["progress"] in (-1, 0, 1)
-            assert info["bumped"] == (before == after)
-            assert info["revisited"] == (not info["bumped"] and after in visited)
-            visited.add(after)
-            assert info["success"] == (after == info["goal"])
-
-
-def test_reward_terminated_and_truncated_semantics():
-    env = GridWorld()
-    env.reset(seed=4)
-    # walk the BFS-optimal path: success in exactly optimal_steps steps
-    _, info = env.reset(seed=4)
-    for _ in range(info["optimal_steps"]):
-        distance = bfs_over_render(env.render())
-        r, c = agent_cell(env.render())
-        action = next(a for a, (dr, dc) in toy_env.MOVES.items()
-                      if distance.get((r + dr, c + dc), 10**9) == distance[(r, c)] - 1)
-        _, reward, terminated, truncated, info = env.step(action)
-    assert (reward, terminated, truncated, info["success"]) == (1.0, True, False, True)
-    assert info["steps"] == info["optimal_steps"] and info["position"] == info["goal"]
-    # a walk that never arrives is truncated after max_steps, with reward 0 throughout
-    env = GridWorld(max_steps=5)
-    env.reset(seed=4)
-    outcomes = [env.step("north" if i % 2 else "south") for i in range(5)]
-    assert all(o[1] == 0.0 and not o[2] for o in outcomes)
-    assert [o[3] for o in outcomes] == [False] * 4 + [True]
-
-
-# --- toy_env: bad input ---
-
-def test_unknown_action_names_valid_ones_and_changes_nothing():
-    env = GridWorld()
-    env.reset(seed=0)
-    before = env.render()
-    with pytest.raises(ValueError, match="north, east, south, west"):
-        env.step("up")
-    assert env.render() == before
-    env.step("north")  # the episode is still usable
-
-
-def test_a_turn_without_a_move_is_a_bump_that_counts_as_a_step():
-    """step(None), a free-text reply that names no move: the agent stays, the cue says same."""
-    env = GridWorld(cue=True, max_steps=2)
-    _, start = env.reset(seed=3)
-    observation, reward, terminated, truncated, info = env.step(None)
-    assert (reward, terminated, truncated) == (0.0, False, False)
-    assert info["position"] == start["position"] and info["bumped"] and info["progress"] == 0
-    assert info["steps"] == 1 and observation.endswith("cue:same")
-    assert env.step(None)[3]  # truncated after max_steps turns, moves or not
-
-
-def test_step_after_end_or_before_reset_says_call_reset():
-    with pytest.raises(RuntimeError, match="reset"):
-        GridWorld().step("north")
-    env = GridWorld(max_steps=1)
-    env.reset(seed=0)
-    env.step("north")
-    with pytest.raises(RuntimeError, match=r"^the episode has ended \(or never started\): "
-                                           r"call reset\(\) first$"):
-        env.step("north")
-
-
-@pytest.mark.parametrize("kwargs, message", [
-    ({"size": 4, "min_distance": 7}, "impossible"),
-    ({"wall_prob": 1.0}, r"\[0, 1\)"),
-    ({"wall_prob": -0.1}, r"\[0, 1\)"),
-    ({"size": 1}, "size"),
-    ({"size": toy_env.MAX_SIZE + 1}, "size"),
-    ({"max_steps": 0}, "max_steps"),
-    ({"min_distance": 0}, "min_distance"),
-])
-def test_impossible_settings_raise_value_error(kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        GridWorld(**kwargs)
-
-
-def test_unlikely_settings_fail_fast_instead_of_looping():
-    env = GridWorld(size=6, wall_prob=0.95, min_distance=10)
-    env.MAX_TRIES = 50
-    with pytest.raises(RuntimeError, match="lower wall_prob or min_distance"):
-        env.reset(seed=0)
-
-
-def test_malformed_observation_is_a_clear_error():
-    with pytest.raises(ValueError, match="malformed observation"):
-        toy_env.parse_observation("at:1,2 walls:N")
-    with pytest.raises(ValueError, match="malformed observation"):  # one extra word at most
-        toy_env.parse_observation("at:1,2 goal:0,0 walls:N cue:warmer dist:3")
-
-
-def test_parse_observation_reads_back_every_word():
-    parse = toy_env.parse_observation
-    assert parse("at:1,2 goal:0,3 walls:NE") == ((1, 2), (0, 3), "NE", None)
-    assert parse("at:1,2 goal:0,3 walls:none cue:warmer") == ((1, 2), (0, 3), "", "warmer")
-    assert parse("at:4,0 goal:0,3 walls:S dist:7") == ((4, 0), (0, 3), "S", 7)
-
-
-def test_reset_reports_no_move_yet_and_refuses_options():
-    env = GridWorld(size=5, wall_prob=0.2, min_distance=4)
-    _, info = env.reset(seed=3)
-    assert info["progress"] == 0 and info["steps"] == 0
-    assert info["bumped"] is False and info["revisited"] is False and info["success"] is False
-    with pytest.raises(ValueError, match=r"^GridWorld.reset takes no options, got \['a', 'b'\]$"):
-        env.reset(seed=3, options={"b": 1, "a": 2})
-
-
-def test_layouts_keep_two_cell_mazes_redraw_too_walled_ones_and_start_at_the_minimum():
-    """A maze of two open cells is a maze (min_distance 1); a draw of fewer is redrawn, not
-    the end of the search; a start exactly min_distance steps away is allowed."""
-    import random
-    layouts = [toy_env.generate_layout(2, 0.5, 1, random.Random(seed), 2000)
-               for seed in range(40)]
-    assert any(len(open_cells) == 2 for open_cells, *_ in layouts)
-    class Counting:  # the layout's random stream, its draws counted (4 per 2x2 layout)
-        def __init__(self, seed):
-            self.rng, self.calls = random.Random(seed), 0
-
-        def random(self):
-            self.calls += 1
-            return self.rng.random()
-
-        def choice(self, cells):
-            return self.rng.choice(cells)
-    draws = []
-    for seed in range(30):  # walls at 0.7: most 2x2 draws leave fewer than two open cells
-        rng = Counting(seed)
-        open_cells, *_ = toy_env.generate_layout(2, 0.7, 1, rng, 2000)
-        assert len(open_cells) >= 2  # none fails
-        draws.append(rng.calls // 4)
-    assert sum(d - 1 for d in draws) > sum(draws) / 2  # most draws were redrawn
-    env = GridWorld(size=5, wall_prob=0.2, min_distance=4)
-    assert min(env.reset(seed=seed)[1]["optimal_steps"] for seed in range(50)) == 4
-
-
-# --- toy_env: the house and its stale map ---
-
-def test_the_bricked_door_is_the_wall_whose_opening_shortens_paths_most():
-    """Checked against an independent BFS over the rendered map, every wall opened in turn."""
-    env = GridWorld(size=12, min_distance=8, max_steps=26, house=3, stale_door=True)
-    env.reset(seed=0)
-    grid = [list(row) for row in env.render().replace("A", ".").splitlines()]
-    base = bfs_over_render("\n".join("".join(row) for row in grid))
-    gains = {}
-    for r, c in [(r, c) for r in range(12) for c in range(12) if grid[r][c] == "#"]:
-        grid[r][c] = "."
-        opened = bfs_over_render("\n".join("".join(row) for row in grid))
-        grid[r][c] = "#"
-        gains[(r, c)] = sum(d - opened[cell] for cell, d in base.items())
-    door, shortcut = toy_env.bricked_door(env._open, env._goal, env._distance, 12)
-    assert gains[door] == max(gains.values()) and shortcut == gains[door] / len(base)
-    assert shortcut >= toy_env.SHORTCUT
-    grid[door[0]][door[1]] = "."
-    believed = bfs_over_render("\n".join("".join(row) for row in grid))
-    assert all(env.believed[cell] == believed[cell] for cell in base)
-
-
-def test_a_house_is_one_maze_whose_tasks_start_on_training_or_held_out_cells():
-    env = GridWorld(size=12, min_distance=8, max_steps=26, house=3)
-    training, held_out = toy_env.house_starts(12, 0.3, 8, 3, GridWorld.MAX_TRIES)
-    assert training and held_out and not set(training) & set(held_out)
-    maps, starts = set(), {True: set(), False: set()}
-    for seed in list(range(200)) + [toy_env.HELD_OUT_TASKS + i for i in range(200)]:
-        _, info = env.reset(seed=seed)
-        maps.add((env.render().replace("A", "."), info["goal"]))
-        starts[seed >= toy_env.HELD_OUT_TASKS].add(info["position"])
-        assert info["optimal_steps"] >= 8
-    assert len(maps) == 1  # one house, one goal
-    assert starts[False] == set(training) and starts[True] == set(held_out)
-    assert env.reset(seed=5)[0] == env.reset(seed=5)[0]
-    assert {GridWorld(size=12, min_distance=8, house=h).reset(seed=0)[0] for h in range(4)} \
-        .__len__() == 4  # another house, another maze
-
-
-def test_the_stale_flag_is_where_the_believed_and_the_true_progress_differ():
-    """Replayed with the stale map's distances by hand (bricked_door's cell opened); the
-    demonstrator's guide, the sign of the believed change, is wrong exactly there."""
-    env = GridWorld(size=12, min_distance=8, max_steps=26, house=3, stale_door=True)
-    flagged = 0
-    for seed in range(40):
-        steps, infos = toy_env.demonstrate(env, seed=seed)
-        previous = env.reset(seed=seed)[1]["position"]
-        for (_, guide, _), info in zip(steps[1:], infos):
-            believed = env.believed[previous] - env.believed[info["position"]]
-            assert guide == toy_env.true_polarity(believed)  # the stale map's judgement
-            assert info["stale"] == (believed != info["progress"])
-            assert (guide == toy_env.true_polarity(info["progress"])) == (not info["stale"])
-            flagged += info["stale"]
-            previous = info["position"]
-    assert flagged > 40  # the demonstrator walks where its map is wrong, often
-    plain = GridWorld(size=12, min_distance=8, max_steps=26, house=3)
-    assert not any(info["stale"] for info in toy_env.demonstrate(plain, seed=1)[1])
-
-
-def test_a_stale_door_without_a_house_gives_every_task_its_own_maze_and_door():
-    env = GridWorld(size=12, min_distance=8, max_steps=26, stale_door=True)
-    doors = set()
-    for seed in range(6):
-        env.reset(seed=seed)
-        door, shortcut = toy_env.bricked_door(env._open, env._goal, env._distance, 12)
-        assert shortcut >= toy_env.SHORTCUT and env.believed == toy_env.bfs_distances(
-            env._open | {door}, env._goal)
-        doors.add((door, env.render()))
-    assert len(doors) == 6
-
-
-# --- toy_env: the demonstrator ---
-
-def test_demonstrator_guide_uses_only_what_it_can_see():
-    goal = (0, 0)
-    assert toy_env.demonstrator_guide((3, 3), (3, 3), set(), goal) == "neutral"
-    assert toy_env.demonstrator_guide((2, 3), (3, 3), {(2, 3)}, goal) == "negative"
-    assert toy_env.demonstrator_guide((2, 3), (3, 3), set(), goal) == "positive"
-    assert toy_env.demonstrator_guide((4, 3), (3, 3), set(), goal) == "negative"
-
-
-def test_demonstrators_measure_the_manhattan_distance_by_row_and_by_column():
-    """The goal at (0, 4), a row apart from its column: from (2, 2) north and east bring it
-    closer (3 steps left), south and west take it away (5)."""
-    import random
-    goal = (0, 4)
-    assert toy_env.demonstrator_guide((1, 2), (2, 2), set(), goal) == "positive"
-    assert toy_env.demonstrator_guide((3, 2), (2, 2), set(), goal) == "negative"
-    picks = {toy_env.demonstrator_action("neutral", (2, 2), goal, "", None, {(2, 2)},
-                                         random.Random(seed), epsilon=0.0) for seed in range(20)}
-    assert picks == {"north", "east"}
-
-
-def test_cue_reading_guide_calls_the_start_and_a_bump_neutral_and_needs_no_revisit_flag():
-    import random
-    rng = random.Random(0)
-    for cue in ("start", "same"):
-        assert toy_env.cue_guide(cue, rng, noise=0.0, revisited=True,
-                                 misjudge="revisit") == "neutral"
-    assert toy_env.cue_guide("warmer", rng, noise=0.0, misjudge="revisit") == "positive"
-    assert toy_env.cue_guide("colder", rng, noise=0.0) == "negative"
-
-
-@pytest.mark.parametrize("kind", ["plain", "cue", "dist"])
-def test_demonstrated_moves_follow_their_guides(kind):
-    """Played without random moves (epsilon 0): after a positive guide the plain demonstrator
-    keeps going wherever the way on is open and new; after a negative one the cue and dist
-    readers step back the way they came."""
-    settings = dict(size=7, wall_prob=0.2, min_distance=6, max_steps=14)
-    env = GridWorld(**settings, cue=kind == "cue", dist=kind == "dist")
-    checked = 0
-    for seed in range(12):
-        steps, _ = toy_env.demonstrate(env, seed, epsilon=0.0)
-        visited, last_action = set(), None
-        for t, (observation, guide, action) in enumerate(steps):
-            (r, c), _, blocked, _ = toy_env.parse_observation(observation)
-            visited.add((r, c))
-            if last_action is not None and kind == "plain" and guide == "positive":
-                dr, dc = toy_env.MOVES[last_action]
-                letter = "NESW"[toy_env.ACTIONS.index(last_action)]
-                if letter not in blocked and (r + dr, c + dc) not in visited:  # open and new
-                    assert action == last_action, (seed, t)
-                    checked += 1
-            if last_action is not None and kind != "plain" and guide == "negative":
-                assert action == toy_env.OPPOSITE[last_action], (seed, t)
-                checked += 1
-            last_action = action
-    assert checked > 5
-
-
-def test_demonstrator_action_reacts_to_its_guide():
-    import random
-    rng = random.Random(0)
-    # heading east, away from the goal at (0, 0): a positive guide keeps the momentum,
-    # a negative one turns towards the goal
-    args = dict(position=(3, 3), goal=(0, 0), blocked="", last_action="east",
-                visited={(3, 3)}, rng=rng, epsilon=0.0)
-    assert toy_env.demonstrator_action("positive", **args) == "east"
-    assert toy_env.demonstrator_action("negative", **args) in ("north", "west")
-    # with the cell to the west visited, the cue reader's "negative" steps back there, the
-    # other demonstrators' turns to the goal's unvisited side
-    args["visited"] = {(3, 3), (3, 2)}
-    assert toy_env.demonstrator_action("negative", backtrack=True, **args) == "west"
-    assert toy_env.demonstrator_action("negative", **args) == "north"
-
-
-def test_demonstrator_episode_is_well_formed_and_deterministic():
-    env = GridWorld()
-    steps, infos = toy_env.demonstrate(env, seed=11)
-    assert steps == toy_env.demonstrate(env, seed=11)[0]
-    assert len(steps) == len(infos) <= env.max_steps
-    assert all(g in GUIDES and a in ACTIONS for _, g, a in steps)
-    assert infos[-1]["success"] or len(steps) == env.max_steps
-
-
-def test_demonstrator_is_clearly_imperfect_but_informative():
-    """toy_env's docstring figures, on its 1,000 seeds: success 0.433, guide agreement 0.690
-    (balanced 0.791); the demonstrator is deterministic, so these are exact."""
-    report = toy_env.demonstrator_report(GridWorld(), range(1000))
-    assert report["success"] == 0.433
-    assert report["guide_accuracy"] == pytest.approx(0.690, abs=5e-4)
-    assert report["guide_balanced_accuracy"] == pytest.approx(0.791, abs=5e-4)
-
-
-@pytest.mark.parametrize("kwargs", [{}, {"size": 12, "min_distance": 18, "max_steps": 26}])
-def test_cue_tells_whether_the_last_move_brought_the_goal_closer(kwargs):
-    env = GridWorld(cue=True, **kwargs)
-    for seed in range(20):
-        observation, info = env.reset(seed=seed)
-        assert toy_env.parse_observation(observation)[3] == "start"
-        for step in range(8):
-            observation, _, terminated, truncated, info = env.step(ACTIONS[(seed + step) % 4])
-            assert len(observation.split()) == toy_env.observation_words(cue=True) == 4
-            assert all(word in toy_env.VOCAB for word in observation.split())
-            expected = {1: "warmer", -1: "colder", 0: "same"}[info["progress"]]
-            assert toy_env.parse_observation(observation)[3] == expected
-            if terminated or truncated:
-                break
-    assert toy_env.parse_observation(GridWorld().reset(seed=0)[0])[3] is None  # no cue shown
-    with pytest.raises(ValueError, match="malformed"):
-        toy_env.parse_observation("at:1,2 goal:3,4 walls:N cue:lukewarm")
-
-
-def cue_demonstrator_moves(noise, seeds=range(200)):
-    """(guide, true polarity) of every judged move of the cue-reading demonstrator."""
-    env, pairs = GridWorld(cue=True), []
-    for seed in seeds:
-        steps, infos = toy_env.demonstrate(env, seed, cue_noise=noise)
-        pairs += [(guide, toy_env.true_polarity(info["progress"]))
-                  for (_, guide, _), info in zip(steps[1:], infos)]
-    return pairs
-
-
-def test_cue_reading_demonstrator_misjudges_the_share_of_moves_it_is_told_to():
-    assert all(guide == truth for guide, truth in cue_demonstrator_moves(0.0))
-    moves = [(g, t) for g, t in cue_demonstrator_moves(0.2) if t != "neutral"]
-    wrong = sum(g != t for g, t in moves) / len(moves)
-    assert 0.17 < wrong < 0.23, wrong  # 0.2 +- about 3 standard errors
-    assert all(g == "neutral" for g, t in cue_demonstrator_moves(0.2) if t == "neutral")
-
-
-def test_cue_demonstrator_misjudging_revisits_is_wrong_there_every_time_and_right_elsewhere(
-        capsys):
-    env = GridWorld(cue=True)
-    revisit_truths = []
-    for seed in range(100):
-        steps, infos = toy_env.demonstrate(env, seed, cue_noise=0.0, cue_misjudge="revisit")
-        for (_, guide, _), info in zip(steps[1:], infos):  # guide i+1 judges move i
-            truth = toy_env.true_polarity(info["progress"])
-            if info["revisited"]:
-                assert guide == "negative"
-                revisit_truths.append(truth)
-            else:
-                assert guide == truth
-    assert "positive" in revisit_truths and "negative" in revisit_truths  # wrong on some only
-    report = toy_env.demonstrator_report(env, range(100), cue_noise=0.0, cue_misjudge="revisit")
-    assert report["guide_accuracy_other"] == 1.0
-    assert report["guide_accuracy_revisit"] == pytest.approx(revisit_truths.count("negative")
-                                                             / len(revisit_truths))
-    with pytest.raises(SystemExit):
-        sg.parse_config(["--cue-misjudge", "revisit", "--no-cue"])  # it changes the cue reader
-    assert "--cue-misjudge changes the demonstrator reading the cue" in capsys.readouterr().err
-
-
-def test_dist_word_is_the_maze_distance_and_its_demonstrator_compares_it_with_the_last():
-    plain = GridWorld(size=5, min_distance=3)
-    assert len(plain.reset(seed=0)[0].split()) == toy_env.observation_words(cue=False) == 3
-    env = GridWorld(dist=True, size=12, min_distance=18, max_steps=26)
-    for seed in range(10):
-        observation, info = env.reset(seed=seed)
-        for step in range(8):
-            words = observation.split()
-            assert len(words) == toy_env.observation_words(cue=False, dist=True) == 4
-            assert words[3] in toy_env.DIST_VOCAB and words[3] not in toy_env.VOCAB
-            assert toy_env.parse_observation(observation)[3] == info["distance"]
-            observation, _, terminated, truncated, info = env.step(ACTIONS[(seed + step) % 4])
-            if terminated or truncated:
-                break
-    # Comparing K with the last step's K tells the demonstrator what the cue would: the same
-    # guides and moves, misjudged on the same draws; only the fourth word differs.
-    cue_env = GridWorld(cue=True, size=12, min_distance=18, max_steps=26)
-    for seed in range(30):
-        with_dist, _ = toy_env.demonstrate(env, seed, cue_misjudge="revisit")
-        with_cue, _ = toy_env.demonstrate(cue_env, seed, cue_misjudge="revisit")
-        assert [s[1:] for s in with_dist] == [s[1:] for s in with_cue]
-        assert [s[0].split()[:3] for s in with_dist] == [s[0].split()[:3] for s in with_cue]
-    with pytest.raises(ValueError, match="not both"):
-        GridWorld(cue=True, dist=True)
-    with pytest.raises(ValueError, match="malformed"):
-        toy_env.parse_observation("at:1,2 goal:3,4 walls:N dist:far")
-
-
-def test_dist_words_extend_the_vocabulary_only_under_dist(tmp_path, capsys):
-    # Every other setting keeps the vocabulary, the prior keys and the weights it always had.
-    plain, dist = tiny_config(), tiny_config(dist=True)
-    assert sg.vocab_size(plain) == len(sg.WORDS) - len(toy_env.DIST_VOCAB) == 321
-    today = dict(size=9, min_distance=12, max_steps=24, cue=False)  # keys before --dist existed
-    assert sg.prior_key(sg.Config(**today)) == "e3c802d7da8e"
-    assert sg.prior_key(sg.Config(**{**today, "cue": True})) == "b47886d687b8"
-    assert sg.make_policy(dist).config.vocab_size == len(sg.WORDS)
-    assert sg.episode_length(dist) == sg.episode_length(tiny_config(cue=True))
-    batch = sg.rollout(tiny_policy(dist=True), [3, 4], True, dist, greedy=True)
-    dist_ids = {sg.WORD_ID[w] for w in toy_env.DIST_VOCAB}
-    assert any(int(t) in dist_ids for t in batch.tokens.flatten())
-    sg.save_policy(tiny_policy(dist=True), tmp_path / "d")
-    with pytest.raises(SystemExit, match="another vocabulary.*--dist"):
-        sg.load_policy(tmp_path / "d", plain, "cpu")
-    assert sg.load_policy(tmp_path / "d", dist, "cpu").config.vocab_size == len(sg.WORDS)
-    with pytest.raises(SystemExit):
-        sg.parse_config(["--dist"])
-    assert "add --no-cue" in capsys.readouterr().err
-    assert sg.parse_config(["--dist", "--no-cue", "--cue-misjudge", "revisit"]).dist
-
-
-def test_a_cornered_demonstrator_takes_an_open_move_even_onto_visited_cells():
-    """Every open neighbour visited (a dead end): the move is one of the open ones, never a
-    wall, whatever the guide and the random draw; with no open move at all, any move."""
-    import random
-    position = (3, 3)
-    visited = {position, (3, 2), (2, 3)}  # west and north are open but visited
-    for seed in range(50):
-        for guide in GUIDES:
-            for backtrack in (False, True):
-                move = toy_env.demonstrator_action(
-                    guide, position, (0, 0), "ES", None, visited, random.Random(seed),
-                    epsilon=0.0, backtrack=backtrack)
-                assert move in ("north", "west"), (seed, guide, backtrack)
-    boxed = {toy_env.demonstrator_action("neutral", position, (0, 0), "NESW", None, visited,
-                                         random.Random(seed), epsilon=0.0) for seed in range(50)}
-    assert boxed == set(ACTIONS)
-
-
 # --- selfguide: config and command line ---
-
-import json  # noqa: E402
-import math  # noqa: E402
-
-import torch  # noqa: E402
-
-import selfguide as sg  # noqa: E402
-
-TINY = dict(size=5, wall_prob=0.2, min_distance=4, max_steps=8, n_layer=1, n_embd=32, n_head=2,
-            prior_episodes=64, prior_epochs=1, prior_batch=32, iterations=4, tasks_per_iter=4,
-            group_size=4, eval_tasks=16, eval_every=2, minibatches=2, cue=False,
-            guide_temperature=1.0)
-
-
-def tiny_config(**overrides) -> sg.Config:
-    return sg.Config(**{**TINY, **overrides})
-
-
-def tiny_policy(seed=0, **overrides):
-    torch.manual_seed(seed)
-    return sg.make_policy(tiny_config(**overrides)).eval()
-
-
-SHARED = {}  # what several tests read, made once a session by the fixtures below
-
-
-@pytest.fixture
-def prior_cache(tmp_path_factory):
-    """The session's Stage 0 cache (keyed by settings, safe across processes): tests that only
-    read a prior clone each one once. The tests of the cache itself keep caches of their own."""
-    return tmp_path_factory.getbasetemp() / "priors"
-
-
-@pytest.fixture
-def tiny_run(prior_cache, tmp_path_factory):
-    """`python selfguide.py` with TINY_ARGS, run once a session: (its summary rows, its
-    folder), read by the tests of main, of the checkpoint experiment and of the figures."""
-    if "tiny_run" not in SHARED:
-        out = tmp_path_factory.getbasetemp() / "tiny-run"
-        rows = sg.main(TINY_ARGS + ["--out", str(out), "--prior-cache", str(prior_cache)])
-        SHARED["tiny_run"] = (rows, out)
-    return SHARED["tiny_run"]
-
 
 def test_help_lists_every_setting(capsys):
     import re
@@ -644,7 +54,9 @@ def test_paper_faithful_switches_every_guard_off():
     # its settings are the defaults: a flag given beside it still wins
     both = sg.parse_config(["--paper-faithful", "--kl-guide", "0.2", "--credit", "step"])
     assert (both.kl_guide, both.credit, both.internal_return) == (0.2, "step", "sum")
-    assert sg.Config(paper_faithful=True).kl_guide == 0.1  # only the command line applies it
+    # a preset, not a setting: in Python the same objective is Config(**PAPER_FAITHFUL)
+    assert faithful == sg.Config(**sg.PAPER_FAITHFUL)
+    assert "paper_faithful" not in {f.name for f in sg.dataclasses.fields(sg.Config)}
 
 
 def test_defaults_are_the_familiar_maze_where_the_papers_ordering_shows():
@@ -653,6 +65,33 @@ def test_defaults_are_the_familiar_maze_where_the_papers_ordering_shows():
     assert (default.size, default.min_distance, default.max_steps) == (12, 18, 26)
     assert default.cue and not default.dist and default.guide_temperature == 0.1
     assert sg.parse_config(["--no-cue"]).cue is False  # the unfamiliar maze, one flag away
+
+
+def test_a_misjudged_revisit_needs_the_cue_or_the_distance_it_misreads():
+    with pytest.raises(SystemExit):
+        sg.parse_config(["--cue-misjudge", "revisit", "--no-cue"])  # it changes the cue reader
+
+
+def test_dist_words_extend_the_vocabulary_only_under_dist(tmp_path, capsys):
+    # Every other setting keeps the vocabulary, the prior keys and the weights it always had.
+    plain, dist = tiny_config(), tiny_config(dist=True)
+    assert sg.vocab_size(plain) == len(sg.WORDS) - len(toy_env.DIST_VOCAB) == 321
+    today = dict(size=9, min_distance=12, max_steps=24, cue=False)  # keys before --dist existed
+    assert sg.prior_key(sg.Config(**today)) == "e3c802d7da8e"
+    assert sg.prior_key(sg.Config(**{**today, "cue": True})) == "b47886d687b8"
+    assert sg.make_policy(dist).config.vocab_size == len(sg.WORDS)
+    assert sg.episode_length(dist) == sg.episode_length(tiny_config(cue=True))
+    batch = sg.rollout(tiny_policy(dist=True), [3, 4], True, dist, greedy=True)
+    dist_ids = {sg.WORD_ID[w] for w in toy_env.DIST_VOCAB}
+    assert any(int(t) in dist_ids for t in batch.tokens.flatten())
+    sg.save_policy(tiny_policy(dist=True), tmp_path / "d")
+    with pytest.raises(SystemExit, match="another vocabulary.*--dist"):
+        sg.load_policy(tmp_path / "d", plain, "cpu")
+    assert sg.load_policy(tmp_path / "d", dist, "cpu").config.vocab_size == len(sg.WORDS)
+    with pytest.raises(SystemExit):
+        sg.parse_config(["--dist"])
+    assert "add --no-cue" in capsys.readouterr().err
+    assert sg.parse_config(["--dist", "--no-cue", "--cue-misjudge", "revisit"]).dist
 
 
 # --- selfguide: tokenizer and policy ---
@@ -793,10 +232,6 @@ def test_prior_is_cached_by_its_settings(tmp_path, monkeypatch):
     assert sg.prior_key(cfg) != sg.prior_key(tiny_config(prior_cache=str(tmp_path), seed=1))
 
 
-def same_weights(a, b) -> bool:
-    return all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
-
-
 def test_a_truncated_prior_cache_is_named_in_one_line_and_cloned_again(tmp_path, capsys):
     cfg = tiny_config(prior_cache=str(tmp_path), prior_episodes=8)
     first = sg.load_or_train_prior(cfg, "cpu")
@@ -868,18 +303,13 @@ def test_the_loser_of_two_processes_cloning_one_prior_uses_the_winners(tmp_path,
     real_clone = sg.clone_demonstrator
 
     def other_process_publishes_meanwhile(*args, **kwargs):
-        assert sg.publish_policy(winner, folder)
+        assert sg.save_policy(winner, folder, publish=True)
         return real_clone(*args, **kwargs)
 
     monkeypatch.setattr(sg, "clone_demonstrator", other_process_publishes_meanwhile)
     loser = sg.load_or_train_prior(cfg, "cpu")
     assert same_weights(loser, winner)
     assert sorted(p.name for p in tmp_path.iterdir()) == [folder.name]
-
-
-def fingerprint(policy) -> str:
-    """The exact sum of a policy's weights, as a hex float: equal weights, equal strings."""
-    return float(sum(p.detach().double().sum() for p in policy.parameters())).hex()
 
 
 def test_two_processes_cloning_the_same_prior_at_once_both_use_one_whole_copy(tmp_path):
@@ -895,7 +325,7 @@ def test_two_processes_cloning_the_same_prior_at_once_both_use_one_whole_copy(tm
 import os, time, torch
 from pathlib import Path
 import selfguide as sg
-from test_selfguide import fingerprint
+from conftest import fingerprint
 real_train, real_load = sg.train_prior, sg.load_or_train_prior
 
 def train_prior(cfg, device):
@@ -961,7 +391,7 @@ def test_cached_rollout_logprobs_equal_a_full_forward_pass(guided):
 def test_the_rollout_records_the_guides_distribution_as_a_full_forward_gives_it():
     """guide_probs: at each guide slot, the softmax over the three guide words (temperature 1)
     of a full forward pass over the stream up to that slot, one slot at a time; zero where no
-    guide was written. judge_streams (teacher-forced, every slot at once) reads the same."""
+    guide was written."""
     cfg = tiny_config(guide_temperature=0.1)
     policy = tiny_policy()
     batch = sg.rollout(policy, list(range(6)), True, cfg, torch.Generator().manual_seed(1))
@@ -974,8 +404,6 @@ def test_the_rollout_records_the_guides_distribution_as_a_full_forward_gives_it(
                 logits = policy(batch.tokens[i, :p][None]).logits[0, -1, guide_ids]
             assert torch.allclose(batch.guide_probs[i, t], logits.softmax(-1), atol=1e-5)
         assert (batch.guide_probs[i, len(positions):] == 0).all()
-    assert torch.allclose(sg.judge_streams(policy, batch, rows=4).exp()[batch.guides >= 0],
-                          batch.guide_probs[batch.guides >= 0], atol=1e-5)
     unguided = sg.rollout(policy, list(range(3)), False, cfg, torch.Generator().manual_seed(1))
     assert (unguided.guide_probs == 0).all()
 
@@ -1021,8 +449,9 @@ def test_rollout_replays_in_the_environment():
         steps = len(actions)
         assert steps == batch.steps[i] and reward == batch.env_return[i]
         assert batch.truths[i, :steps].tolist() == truths[:steps]
-        assert batch.revisits[i, :steps].tolist() == revisits[:steps]
-        assert not batch.revisits[i, steps:].any() and (batch.truths[i, steps:] == -1).all()
+        assert sg.revisit_moves(batch.cells)[i].tolist() == revisits[:steps] + [False] * (
+            batch.cells.shape[1] - steps)  # the loops, read off the cells
+        assert (batch.truths[i, steps:] == -1).all()
         assert (batch.guides[i, steps:] == -1).all() and (batch.guides[i, :steps] >= 0).all()
         # the cell each observation names, as row x MAX_SIZE + column, and the task's maze
         cells = [r * toy_env.MAX_SIZE + c for r, c in positions[:steps]]
@@ -1049,7 +478,7 @@ def test_each_stream_opens_with_its_format_word_and_an_unguided_one_holds_no_gui
     assert torch.equal(written, steps & guided)  # a guide at every step played, and only there
 
 
-def test_columns_after_the_last_step_played_hold_no_guide_truth_or_revisit(monkeypatch):
+def test_columns_after_the_last_step_played_hold_no_guide_truth_or_cell(monkeypatch):
     """Every episode ends after 3 moves (the environment's limit) in a horizon of 8: the
     rollout stops there, and the 5 columns it never reached read "none" (-1, False)."""
     cfg = tiny_config(max_steps=8)
@@ -1060,7 +489,7 @@ def test_columns_after_the_last_step_played_hold_no_guide_truth_or_revisit(monke
     assert batch.steps.tolist() == [3] * 6 and batch.guides.shape == (6, 8)
     assert (batch.guides[:, :3] >= 0).all() and (batch.guides[:, 3:] == -1).all()
     assert (batch.truths[:, 1:3] >= 0).all() and (batch.truths[:, 3:] == -1).all()
-    assert not batch.revisits[:, 3:].any()
+    assert (batch.cells[:, :3] >= 0).all() and (batch.cells[:, 3:] == -1).all()
 
 
 def test_every_tensor_the_method_makes_is_on_the_policys_device(monkeypatch):
@@ -1201,6 +630,128 @@ def test_composite_return_and_the_length_neutral_mean():
 
 # --- selfguide: GRPO advantages and loss ---
 
+# The module docstring's objective, written out as plain Python with none of selfguide's
+# helpers: each token's advantage, the KL's weight and the sampling temperatures, for the
+# default run and for --paper-faithful.
+
+G_OF = {0: 0.1, 1: 0.0, 2: -0.1}  # g(z): positive, neutral, negative
+
+
+def docstring_lambda(u, total):
+    """0 for u <= U/2, linear to 1 at 5U/8, 1 until 7U/8, linear to 0 at U."""
+    f = u / total
+    return min(max((f - 0.5) / 0.125, 0.0), 1.0, max((1.0 - f) / 0.125, 0.0))
+
+
+def mean(values):
+    return sum(values) / len(values)
+
+
+def std(values):  # the population std
+    m = mean(values)
+    return (sum((v - m) ** 2 for v in values) / len(values)) ** 0.5
+
+
+def docstring_advantages(batch, G, lam, paper_faithful=False, eps=1e-6):
+    """{(i, "guide" | "action", t): advantage} as the docstring writes it."""
+    n, horizon = batch.guides.shape
+    steps, success = batch.steps.tolist(), batch.env_return.tolist()
+    guides = batch.guides.tolist()
+    out = {}
+    for first in range(0, n, G):
+        group = range(first, first + G)
+        if paper_faithful:  # R_i = R_env_i + lambda sum_t g(z_i,t), on every token
+            R = {i: success[i] + lam * sum(G_OF[z] for z in guides[i] if z >= 0) for i in group}
+            flat = len(set(R.values())) == 1
+            for i in group:
+                a = 0.0 if flat else (R[i] - mean(list(R.values()))) / (std(list(R.values())) + eps)
+                for t in range(steps[i]):
+                    out[(i, "guide", t)] = out[(i, "action", t)] = a
+            continue
+        r = {i: [G_OF[z] / steps[i] if z >= 0 else 0.0 for z in guides[i]] for i in group}
+        envs = [success[i] for i in group]
+        I = [sum(r[i]) for i in group]
+        for i in group:
+            a_env = 0.0 if len(set(envs)) == 1 else (success[i] - mean(envs)) / (std(envs) + eps)
+            for t in range(steps[i]):
+                S = {j: sum(r[j][t + 1:]) for j in group}
+                internal = 0.0 if len(set(I)) == 1 else \
+                    (S[i] - mean(list(S.values()))) / (std(I) + eps)
+                out[(i, "action", t)] = a_env + lam * internal
+                out[(i, "guide", t)] = a_env
+    return out
+
+
+def token_advantages_by_step(tokens_advantages, slots):
+    """{(i, "guide" | "action", t): the advantage on that token} read off a stream."""
+    out = {}
+    for i, row in enumerate(slots.tolist()):
+        t = 0
+        for position, slot in enumerate(row):
+            if slot == sg.SLOT_GUIDE:
+                out[(i, "guide", t)] = tokens_advantages[i, position].item()
+            elif slot == sg.SLOT_ACTION:
+                out[(i, "action", t)] = tokens_advantages[i, position].item()
+                t += 1
+    return out
+
+
+def docstring_iteration(monkeypatch, cfg, iteration):
+    """One grpo_iteration of `cfg` at `iteration`, its rollouts and what it handed the update."""
+    seen = {}
+    real_rollout, real_update = sg.rollout, sg.grpo_update
+
+    def rollout(*args, **kwargs):  # the first is the training rollouts (not the evaluation's)
+        batch = real_rollout(*args, **kwargs)
+        seen.setdefault("batch", batch)
+        return batch
+
+    def update(policy, optimizer, rollouts, token_advantages, reference, kl_weights, cfg, *rest):
+        seen.update(advantages=token_advantages, kl_weights=kl_weights, cfg=cfg)
+        return real_update(policy, optimizer, rollouts, token_advantages, reference, kl_weights,
+                           cfg, *rest)
+    monkeypatch.setattr(sg, "rollout", rollout)
+    monkeypatch.setattr(sg, "grpo_update", update)
+    torch.manual_seed(0)
+    policy = sg.make_policy(cfg)
+    state = sg.new_train_state(policy, cfg)
+    state.iteration = iteration - 1
+    record = sg.grpo_iteration(policy, sg.copy.deepcopy(policy), cfg, state)
+    return seen, record
+
+
+@pytest.mark.parametrize("iteration", [60, 75, 80, 100, 140, 150])
+@pytest.mark.parametrize("paper_faithful", [False, True])
+def test_the_docstrings_objective_is_what_an_iteration_trains(monkeypatch, iteration,
+                                                              paper_faithful):
+    """The default Config (and Config(**PAPER_FAITHFUL)) at iterations on every phase of the
+    trapezoid: lambda, each token's advantage, the KL weights and the sampling temperatures
+    an iteration hands its update are the docstring's."""
+    objective = sg.PAPER_FAITHFUL if paper_faithful else {}  # the rest a small maze, so that
+    cfg = sg.Config(size=5, wall_prob=0.2, min_distance=4, max_steps=8, tasks_per_iter=6,
+                    eval_every=1000, **objective)  # a random policy succeeds now and then
+    seen, record = docstring_iteration(monkeypatch, cfg, iteration)
+    lam = docstring_lambda(iteration, 150)
+    assert record["trust"] == pytest.approx(lam, abs=1e-12)
+    assert lam == pytest.approx({60: 0, 75: 0, 80: 4 / 15, 100: 1, 140: 8 / 15, 150: 0}[iteration])
+    expected = docstring_advantages(seen["batch"], 8, lam, paper_faithful)
+    got = token_advantages_by_step(seen["advantages"], seen["batch"].slots)
+    assert got.keys() == expected.keys()
+    assert max(abs(got[k] - expected[k]) for k in got) < 1e-4
+    assert len({round(v, 6) for v in got.values()}) > 3  # advantages that differ, not all 0
+    slots = seen["batch"].slots
+    if paper_faithful:  # beta 0; guides and actions sampled at 1
+        assert seen["kl_weights"] is None
+        assert (seen["cfg"].guide_temperature, seen["cfg"].temperature) == (1.0, 1.0)
+    else:  # beta 0.1 on guides, 0 on actions; guides sampled at 0.1, actions at 1
+        weights = seen["kl_weights"]
+        assert (weights[slots == sg.SLOT_GUIDE] == 0.1).all()
+        assert (weights[slots == sg.SLOT_ACTION] == 0.0).all()
+        assert (seen["cfg"].guide_temperature, seen["cfg"].temperature) == (0.1, 1.0)
+    assert seen["cfg"].clip == 0.2 and seen["cfg"].group_size == 8 and cfg.iterations == 150
+
+
+
 def test_group_advantages_hand_computed():
     returns = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.5, 0.5, 0.5, 0.5], [2.0, 0.0, 1.0, 1.0]])
     advantages = sg.group_advantages(returns, eps=0.0)
@@ -1230,12 +781,13 @@ def test_step_credit_hand_computed():
     mean (-0.05, -0.05, 0), over 0.1, are (0.5, -0.5, 0) and (-0.5, 0.5, 0)."""
     env_advantages = torch.tensor([1.0, -1.0])  # R_env = (1, 0): mean 0.5, std 0.5
     rewards = torch.tensor([[0.1, 0.1, -0.1], [0.0, -0.1, 0.0]])
-    action, guide = sg.step_credit(env_advantages, rewards, 1.0, 2, eps=0.0)
+    action = sg.step_credit(env_advantages, rewards, 1.0, 2, eps=0.0)
+    guide = sg.step_credit(env_advantages, rewards, 1.0, 2, eps=0.0, own=True)
     torch.testing.assert_close(action, torch.tensor([[1.5, 0.5, 1.0], [-1.5, -0.5, -1.0]]))
     # a guide z_t is credited from its own reward on: to-go (0.1, 0, -0.1) and (-0.1, -0.1, 0)
     torch.testing.assert_close(guide, torch.tensor([[2.0, 1.5, 0.5], [-2.0, -1.5, -0.5]]))
     # Dr. GRPO: no division; lambda weighs the internal part
-    action, _ = sg.step_credit(torch.tensor([0.5, -0.5]), rewards, 0.5, 2, scale=False)
+    action = sg.step_credit(torch.tensor([0.5, -0.5]), rewards, 0.5, 2, scale=False)
     torch.testing.assert_close(action, torch.tensor([[0.525, 0.475, 0.5], [-0.525, -0.475, -0.5]]))
 
 
@@ -1247,7 +799,8 @@ def test_step_credit_equals_reward_to_go_with_a_per_step_baseline():
     rewards = 0.1 * torch.randint(-1, 2, (12, horizon), generator=g).float()
     rewards[3, 4:] = 0.0  # an episode that ended after four steps
     trust = 0.7
-    action, guide = sg.step_credit(env_advantages, rewards, trust, group_size)
+    action = sg.step_credit(env_advantages, rewards, trust, group_size)
+    guide = sg.step_credit(env_advantages, rewards, trust, group_size, own=True)
     for first in range(0, 12, group_size):
         members = range(first, first + group_size)
         std = rewards[first:first + group_size].sum(1).std(unbiased=False).item()
@@ -1267,15 +820,16 @@ def test_step_credit_is_exactly_the_env_advantage_at_lambda_zero_or_for_a_consta
     g = torch.Generator().manual_seed(1)
     env_advantages = torch.randn(8, generator=g)
     rewards = 0.1 * torch.randint(-1, 2, (8, 5), generator=g).float()
-    action, guide = sg.step_credit(env_advantages, rewards, 0.0, 4)
+    action = sg.step_credit(env_advantages, rewards, 0.0, 4)
+    guide = sg.step_credit(env_advantages, rewards, 0.0, 4, own=True)
     assert torch.equal(action, env_advantages[:, None].expand(-1, 5))
     assert torch.equal(guide, env_advantages[:, None].expand(-1, 5))
     # internal returns a hair apart: eps keeps the internal part finite and signed right
     tiny = torch.tensor([[0.0, 1e-7], [0.0, 0.0]])  # r_1, which judges a_0
-    action, _ = sg.step_credit(torch.zeros(2), tiny, 1.0, 2)
+    action = sg.step_credit(torch.zeros(2), tiny, 1.0, 2)
     assert (action.abs() < 1).all() and action[0, 0] > 0 > action[1, 0]
     # a guide that says the same every step of every rollout: no internal signal at all
-    action, _ = sg.step_credit(env_advantages, torch.full((8, 5), 0.1), 1.0, 4)
+    action = sg.step_credit(env_advantages, torch.full((8, 5), 0.1), 1.0, 4)
     assert torch.equal(action, env_advantages[:, None].expand(-1, 5))
 
 
@@ -1528,39 +1082,6 @@ def test_guides_are_tempered_by_the_guide_temperature_in_the_rollout_and_the_upd
     assert record["clip_fraction"] == 0.0
 
 
-def hand_advantages(batch: sg.Rollouts, cfg: sg.Config, trust: float, iteration: int = 1):
-    """iteration_advantages put together by hand from the graded functions (step_rewards,
-    length_neutral, composite_return, group_advantages, step_credit, per_token): the
-    per-token advantages (N, L) and the composite returns (N,). The random control draws
-    from a generator seeded by seed x 10^6 + iteration, as iteration_advantages says."""
-    G, horizon = cfg.group_size, batch.guides.shape[1]
-    scale = cfg.advantage == "grpo"
-    control = torch.Generator().manual_seed(cfg.seed * 10**6 + iteration)
-    rewards = sg.step_rewards(batch.guides, batch.truths, cfg.internal_reward, control)
-    if cfg.internal_return == "mean":
-        rewards = sg.length_neutral(rewards, batch.steps)
-    returns, _ = sg.composite_return(batch.env_return, rewards, trust)
-    env = sg.group_advantages(batch.env_return.view(-1, G), scale=scale).flatten()
-    if cfg.credit == "step":
-        action, guide = sg.step_credit(env, rewards, trust, G, scale)
-    else:
-        joint = sg.group_advantages(returns.view(-1, G), scale=scale).flatten()
-        action = guide = joint[:, None].expand(-1, horizon)
-    if cfg.guide_advantage == "env":
-        guide = env[:, None].expand(-1, horizon)
-    elif cfg.guide_advantage == "none":
-        guide = torch.zeros(len(env), horizon)
-    elif cfg.guide_advantage == "outcome":  # A_env,i x g(z_t) / 0.1, written out word by word
-        sign = {0: 1.0, 1: 0.0, 2: -1.0, -1: 0.0}  # positive, neutral, negative, none
-        guide = torch.tensor([[env[i].item() * sign[g] for g in row]
-                              for i, row in enumerate(batch.guides.tolist())])
-    elif cfg.guide_advantage == "truth":
-        guide = torch.tensor([[0.0 if g < 0 or t < 0 else 1.0 if g == t else -1.0
-                               for g, t in zip(gs, ts)]
-                              for gs, ts in zip(batch.guides.tolist(), batch.truths.tolist())])
-    return sg.per_token(batch.slots, action, guide), returns
-
-
 def test_iteration_advantages_for_every_setting_from_the_graded_pieces():
     """lambda > 0, every combination of --internal-return, --credit, --guide-advantage and
     --advantage, against the advantages put together by hand from the graded functions."""
@@ -1571,9 +1092,9 @@ def test_iteration_advantages_for_every_setting_from_the_graded_pieces():
         tokens=torch.zeros(4, 10, dtype=torch.long), slots=slots, logprobs=torch.zeros(4, 10),
         guides=torch.tensor([[1, 0, 0], [1, 2, 0], [0, 0, 2], [1, 2, -1]]),
         truths=torch.tensor([[-1, 0, 0], [-1, 2, 2], [-1, 0, 0], [-1, 2, -1]]),
-        revisits=torch.zeros(4, horizon, dtype=torch.bool),
+        cells=torch.zeros(4, horizon, dtype=torch.long),
         env_return=torch.tensor([1.0, 0.0, 0.0, 0.0]), steps=torch.tensor([3, 3, 3, 2]),
-        optimal=torch.tensor([2, 2, 2, 2]))
+        optimal=torch.tensor([2, 2, 2, 2]), mazes=torch.zeros(4, dtype=torch.long))
     trust = 0.5
     for internal, credit, guide_adv, advantage in itertools.product(
             ["sum", "mean"], ["trajectory", "step"],
@@ -1612,8 +1133,9 @@ def guide_advantages_of(guides, truths, env_return, guide_advantage, steps=None)
                           for k in steps.tolist()])
     batch = sg.Rollouts(
         tokens=torch.zeros_like(slots), slots=slots, logprobs=torch.zeros(slots.shape),
-        guides=guides, truths=truths, revisits=torch.zeros(n, horizon, dtype=torch.bool),
-        env_return=env_return, steps=steps, optimal=torch.full((n,), 2))
+        guides=guides, truths=truths, cells=torch.zeros(n, horizon, dtype=torch.long),
+        env_return=env_return, steps=steps, optimal=torch.full((n,), 2),
+        mazes=torch.zeros(n, dtype=torch.long))
     cfg = tiny_config(variant="sg_gr", guide_advantage=guide_advantage, group_size=n)
     tokens = sg.iteration_advantages(batch, cfg, 1.0, 1)[0]
     return torch.stack([torch.cat([tokens[i][slots[i] == sg.SLOT_GUIDE],
@@ -1704,7 +1226,6 @@ def hindsight_batch(cells, steps, success, mazes=None):
         tokens=torch.zeros(n, 1, dtype=torch.long), slots=torch.zeros(n, 1, dtype=torch.long),
         logprobs=torch.zeros(n, 1), guides=torch.full((n, len(cells[0])), -1),
         truths=torch.full((n, len(cells[0])), -1),
-        revisits=torch.zeros(n, len(cells[0]), dtype=torch.bool),
         env_return=torch.tensor(success, dtype=torch.float), steps=torch.tensor(steps),
         optimal=torch.ones(n, dtype=torch.long), cells=torch.tensor(cells),
         mazes=torch.tensor(mazes or [7] * n))
@@ -1815,9 +1336,9 @@ def test_hindsight_and_the_placebo_pay_plus_one_for_their_targets_word_minus_one
         tokens=torch.zeros(4, 10, dtype=torch.long), slots=slots, logprobs=torch.zeros(4, 10),
         guides=torch.tensor([[1, 0, 0], [1, 2, 0], [0, 0, 2], [1, 2, 1]]),
         truths=torch.tensor([[-1, 2, 2], [-1, 2, 2], [-1, 2, 2], [-1, 2, 2]]),
-        revisits=torch.zeros(4, horizon, dtype=torch.bool),
+        cells=torch.zeros(4, horizon, dtype=torch.long),
         env_return=torch.tensor([1.0, 0.0, 0.0, 1.0]), steps=torch.tensor([3, 3, 3, 3]),
-        optimal=torch.tensor([2, 2, 2, 2]))
+        optimal=torch.tensor([2, 2, 2, 2]), mazes=torch.zeros(4, dtype=torch.long))
     targets = torch.tensor([[-1, 0, -1], [-1, 0, 2], [-1, 2, 2], [-1, 1, 0]])
     expected = [[0, 1, 0], [0, -1, -1], [0, -1, 1], [0, -1, -1]]  # the truths never enter
     cfg = tiny_config(variant="sg_gr", guide_advantage="hindsight", group_size=G, seed=2)
@@ -1835,64 +1356,28 @@ def test_hindsight_and_the_placebo_pay_plus_one_for_their_targets_word_minus_one
     assert torch.equal(tokens[actions], default[actions])
 
 
-def test_a_hindsight_run_carries_its_values_and_logs_how_right_its_targets_are():
+def test_a_hindsight_iteration_pays_against_the_targets_of_its_own_rollouts_and_carries_v():
+    """One iteration, replayed: its rollouts, their hindsight targets from the carried table,
+    and the guide advantages paid against them; the table it carries is the replay's."""
     cfg = tiny_config(variant="sg_gr", guide_advantage="hindsight", iterations=2, eval_every=5)
-    policy = tiny_policy()
+    policy, advantages = tiny_policy(), []
     state = sg.new_train_state(policy, cfg)
     replay = sg.new_train_state(sg.copy.deepcopy(policy), cfg)
-    record = sg.grpo_iteration(policy, tiny_policy(seed=1), cfg, state)
+    real_update = sg.grpo_update
+    sg.grpo_update = lambda *args, **kw: advantages.append(args[3]) or real_update(*args, **kw)
+    try:
+        sg.grpo_iteration(policy, tiny_policy(seed=1), cfg, state)
+    finally:
+        sg.grpo_update = real_update
     seeds = [replay.tasks.randrange(sg.TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
-    batch = sg.rollout(replay_policy := tiny_policy(), [s for s in seeds for _ in range(4)], True,
-                       cfg, replay.sampler)
+    batch = sg.rollout(tiny_policy(), [s for s in seeds for _ in range(4)], True, cfg,
+                       replay.sampler)
     targets = sg.hindsight_targets(batch, replay.values)
     assert state.values == replay.values and len(state.values) > 3
-    judged = (batch.guides >= 0) & (batch.truths >= 0)
-    has = judged & (targets >= 0)
-    assert record["target_coverage"] == pytest.approx(has.sum().item() / judged.sum().item())
-    assert record["target_accuracy"] == pytest.approx(
-        (targets == batch.truths)[has].float().mean().item())
-    del replay_policy
-
-
-def test_the_log_says_what_gradient_reaches_the_guide_and_how_often_it_leaves_the_prior():
-    """guide_gradient: the mean over the sampled guides of the L1 norm of d log p_T(z) / d
-    logits, here by autograd on each guide slot's three logits; guide_off_prior: the share of
-    sampled guides that are not the reference's greedy word, by a full forward per slot."""
-    cfg = tiny_config(variant="sg", guide_temperature=0.5, iterations=1, eval_every=5,
-                      update_epochs=1)
-    policy, reference = tiny_policy(seed=0), tiny_policy(seed=1)
-    before = sg.copy.deepcopy(policy)
-    state, replay = sg.new_train_state(policy, cfg), sg.new_train_state(before, cfg)
-    seeds = [replay.tasks.randrange(sg.TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
-    batch = sg.rollout(before, [s for s in seeds for _ in range(cfg.group_size)], True, cfg,
-                       replay.sampler)  # the iteration's own draws, replayed
-    record = sg.grpo_iteration(policy, reference, cfg, state)
-    guide_ids = [sg.WORD_ID[w] for w in GUIDES]
-    norms, off = [], []
-    for i in range(len(batch.tokens)):
-        positions = [p for p, s in enumerate(batch.slots[i].tolist()) if s == sg.SLOT_GUIDE]
-        for t, p in enumerate(positions):
-            prefix = batch.tokens[i, :p][None]
-            with torch.no_grad():
-                off.append(batch.guides[i, t].item() !=
-                           reference(prefix).logits[0, -1, guide_ids].argmax().item())
-            logits = before(prefix).logits[0, -1, guide_ids].detach().requires_grad_()
-            torch.log_softmax(logits / cfg.guide_temperature, -1)[batch.guides[i, t]].backward()
-            norms.append(logits.grad.abs().sum().item())
-    assert record["guide_off_prior"] == pytest.approx(sum(off) / len(off))
-    assert 0 < record["guide_off_prior"] < 1
-    assert record["guide_sensitivity"] == pytest.approx(sum(norms) / len(norms), rel=1e-5)
-    # the push: each guide's norm times its advantage's size (here A_env, guide by guide)
-    advantages = sg.iteration_advantages(batch, cfg, 0.0, 1)[0]
-    sizes = [advantages[i][batch.slots[i] == sg.SLOT_GUIDE].abs().tolist()
-             for i in range(len(batch.tokens))]
-    pushes = [n * a for n, a in zip(norms, [a for row in sizes for a in row])]
-    assert record["guide_push"] == pytest.approx(sum(pushes) / len(pushes), rel=1e-5)
-    assert 0 < record["guide_push"] < record["guide_sensitivity"] * 3
-    plain_cfg = tiny_config(variant="grpo", iterations=1, eval_every=5)
-    plain = tiny_policy()
-    unguided = sg.grpo_iteration(plain, reference, plain_cfg, sg.new_train_state(plain, plain_cfg))
-    assert unguided["action_sensitivity"] > 0 and "guide_sensitivity" not in unguided
+    paid = torch.where(batch.guides == targets, 1.0, -1.0) * (targets >= 0)   # (N, T)
+    guides = batch.slots == sg.SLOT_GUIDE
+    assert torch.equal(advantages[0][guides], paid[batch.guides >= 0])
+    assert (targets >= 0).sum() > 0
 
 
 # --- selfguide: evaluation ---
@@ -1962,42 +1447,15 @@ def test_evaluation_of_a_scripted_policy_matches_a_hand_replay():
     assert metrics["guide_balanced_accuracy"] == pytest.approx(1 / len(set(truths)))
 
 
-def test_the_rollout_records_where_the_stale_map_errs_and_scores_the_guide_there():
-    """In a house with a stale door: the rollout's stale record is the environment's own,
-    replayed move by move; guide_accuracy_stale is the guides' accuracy on those moves."""
-    cfg = tiny_config(size=12, min_distance=8, max_steps=26, house=True, stale_door=True,
-                      seed=3)
-    batch = sg.rollout(tiny_policy(size=12, min_distance=8, max_steps=26), list(range(12)),
-                       True, cfg, torch.Generator().manual_seed(0))
-    right = judged = 0
-    for i in range(12):
-        moves = [sg.WORDS[t] for t, s in zip(batch.tokens[i].tolist(), batch.slots[i].tolist())
-                 if s == sg.SLOT_ACTION]
-        env = sg.make_env(cfg)
-        env.reset(seed=i)
-        stale = [False] + [env.step(move)[4]["stale"] for move in moves][:-1]
-        steps = batch.steps[i].item()
-        assert batch.stale[i, :steps].tolist() == stale and not batch.stale[i, steps:].any()
-        for t in range(1, steps):
-            if stale[t]:
-                right += batch.guides[i, t].item() == batch.truths[i, t].item()
-                judged += 1
-    assert judged > 0
-    assert sg.episode_metrics(batch)["guide_accuracy_stale"] == pytest.approx(right / judged)
-    plain = sg.rollout(tiny_policy(), list(range(4)), True, tiny_config(),
-                       torch.Generator().manual_seed(0))
-    assert not plain.stale.any() and "guide_accuracy_stale" not in sg.episode_metrics(plain)
-
-
 def test_episode_metrics_on_hand_built_rollouts():
     long = torch.zeros(2, 1, dtype=torch.long)
     rollouts = sg.Rollouts(
         tokens=long, slots=long, logprobs=torch.zeros(2, 1),
         guides=torch.tensor([[1, 0, 2], [0, 0, -1]]),   # positive=0, neutral=1, negative=2
         truths=torch.tensor([[-1, 0, 0], [-1, 2, -1]]),
-        revisits=torch.tensor([[False, False, True], [False, False, False]]),
+        cells=torch.tensor([[0, 1, 0], [0, 1, -1]]),  # episode 0's last judged move loops
         env_return=torch.tensor([1.0, 0.0]), steps=torch.tensor([3, 2]),
-        optimal=torch.tensor([2, 2]))
+        optimal=torch.tensor([2, 2]), mazes=torch.zeros(2, dtype=torch.long))
     metrics = sg.episode_metrics(rollouts)
     assert metrics["success"] == 0.5 and metrics["steps"] == 2.5
     assert metrics["steps_over_optimal"] == 1.5
@@ -2006,31 +1464,14 @@ def test_episode_metrics_on_hand_built_rollouts():
     # judged: (guide 0, truth 0) right, (2, 0) wrong, (0, 2) wrong
     assert metrics["guide_accuracy"] == pytest.approx(1 / 3)
     assert metrics["guide_balanced_accuracy"] == pytest.approx((1 / 2 + 0) / 2)
-    assert metrics["guide_accuracy_revisit"] == 0.0  # the one revisit: (2, 0), wrong
-    assert metrics["guide_accuracy_other"] == pytest.approx(1 / 2)
     assert metrics["looping_episodes"] == 0.5 and metrics["revisits"] == 0.5  # one, in episode 0
     assert metrics["guide_progress_accuracy"] == pytest.approx((1 / 2 + 0) / 2)  # no bump here
     # the probability of the true word: judged (truth 0, p .7), (truth 0, p .2), (truth 2, p .4)
     probs = torch.zeros(2, 3, 3)
     probs[0, 1], probs[0, 2], probs[1, 1] = (torch.tensor(p) for p in
                                              ([.7, .2, .1], [.2, .1, .7], [.5, .1, .4]))
-    stale = torch.tensor([[False, False, True], [False, True, False]])
-    metrics = sg.episode_metrics(sg.dataclasses.replace(rollouts, guide_probs=probs, stale=stale))
+    metrics = sg.episode_metrics(sg.dataclasses.replace(rollouts, guide_probs=probs))
     assert metrics["guide_true_prob_progress"] == pytest.approx(((.7 + .2) / 2 + .4) / 2)
-    assert metrics["guide_true_prob_stale"] == pytest.approx((.2 + .4) / 2)
-    assert metrics["guide_accuracy_stale"] == 0.0
-    # by the true word: (0, 2) is truly positive (p .2), (1, 1) truly negative (p .4)
-    assert metrics["guide_true_prob_stale_positive"] == pytest.approx(.2)
-    assert metrics["guide_true_prob_stale_negative"] == pytest.approx(.4)
-    assert metrics["guide_accuracy_stale_positive"] == metrics["guide_accuracy_stale_negative"] == 0
-    right = sg.dataclasses.replace(rollouts, guides=torch.tensor([[1, 0, 0], [0, 0, -1]]),
-                                   guide_probs=probs, stale=stale)
-    metrics = sg.episode_metrics(right)  # now the truly positive stale move is judged right
-    assert (metrics["guide_accuracy_stale_positive"], metrics["guide_accuracy_stale_negative"],
-            metrics["guide_accuracy_stale"]) == (1.0, 0.0, 0.5)
-    only_negative = sg.dataclasses.replace(right, stale=torch.tensor([[False] * 3, [False, True,
-                                                                                  False]]))
-    assert "guide_accuracy_stale_positive" not in sg.episode_metrics(only_negative)
     one_bump = sg.dataclasses.replace(rollouts, truths=torch.tensor([[-1, 0, 0], [-1, 1, -1]]))
     metrics = sg.episode_metrics(one_bump)  # the bump (truth neutral, guide positive) is wrong:
     assert metrics["guide_balanced_accuracy"] == pytest.approx((1 / 2 + 0) / 2)  # its recall 0
@@ -2043,17 +1484,17 @@ def test_episode_metrics_say_none_where_a_figure_is_undefined():
     unjudged = sg.Rollouts(
         tokens=long, slots=long, logprobs=torch.zeros(2, 1),
         guides=torch.tensor([[0, -1], [2, -1]]), truths=torch.tensor([[-1, -1], [-1, -1]]),
-        revisits=torch.zeros(2, 2, dtype=torch.bool), env_return=torch.zeros(2),
-        steps=torch.tensor([1, 1]), optimal=torch.tensor([4, 4]))
+        cells=torch.tensor([[0, -1], [0, -1]]), env_return=torch.zeros(2),
+        steps=torch.tensor([1, 1]), optimal=torch.tensor([4, 4]),
+        mazes=torch.zeros(2, dtype=torch.long))
     metrics = sg.episode_metrics(unjudged)
     for key in ("steps_over_optimal", "guide_accuracy", "guide_balanced_accuracy",
-                "guide_progress_accuracy", "guide_accuracy_revisit", "guide_accuracy_other"):
+                "guide_progress_accuracy"):
         assert metrics[key] is None, key
     assert (metrics["share_positive"], metrics["share_negative"]) == (0.5, 0.5)
     assert (metrics["looping_episodes"], metrics["revisits"]) == (0.0, 0.0)
     judged_no_revisit = sg.dataclasses.replace(unjudged, truths=torch.tensor([[0, -1], [0, -1]]))
     metrics = sg.episode_metrics(judged_no_revisit)
-    assert metrics["guide_accuracy_revisit"] is None and metrics["guide_accuracy_other"] == 0.5
     assert metrics["guide_balanced_accuracy"] == 0.5  # only "positive" moves: its recall alone
     assert metrics["guide_progress_accuracy"] == 0.5
     unguided = sg.dataclasses.replace(unjudged, guides=torch.full((2, 2), -1))
@@ -2165,13 +1606,6 @@ def test_exercise_5_summed_oracle_rewards_telescope_to_the_distance_covered():
 
 
 # --- selfguide: main ---
-
-TINY_ARGS = ["--size", "5", "--wall-prob", "0.2", "--min-distance", "4", "--max-steps", "8",
-             "--n-embd", "32", "--n-head", "2", "--prior-episodes", "16", "--prior-epochs", "1",
-             "--iterations", "3", "--tasks-per-iter", "2", "--group-size", "4",
-             "--eval-tasks", "8", "--eval-every", "2", "--minibatches", "2", "--no-cue",
-             "--guide-temperature", "1"]
-
 
 def test_main_saves_a_loadable_policy_config_and_log(tiny_run, prior_cache):
     from transformers import AutoModelForCausalLM

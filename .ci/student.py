@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FILES = ["selfguide.py", "toy_env.py", "test_selfguide.py", "requirements.txt", "README.md", "LICENSE"]
+FILES = ["selfguide.py", "toy_env.py", "test_toy_env.py", "test_selfguide.py", "conftest.py",
+         "requirements.txt", "README.md", "LICENSE"]
 GRADED = {  # function of selfguide.py: the pytest -k expression of the tests that grade it
     "guide_to_reward": "guide_to_reward",
     "step_rewards": "step_rewards",

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import selfguide as sg  # noqa: E402
-from test_selfguide import TINY_ARGS, tiny_config  # noqa: E402
+from conftest import TINY_ARGS, tiny_config  # noqa: E402
 
 if not (Path(__file__).resolve().parent / "trl_freetext.py").exists():
     pytest.skip("examples/trl_freetext.py is not here", allow_module_level=True)
@@ -248,15 +248,17 @@ def test_the_mask_covers_exactly_the_tokens_the_model_wrote(monkeypatch):
         # what it did not write: the environment's three turns, template headers included,
         # each the observation an environment of our own shows after the moves replied
         env = sg.make_env(cfg)
-        shown, truths, revisits = [env.reset(seed=7)[0]], [-1], [False]
+        observation, info = env.reset(seed=7)
+        shown, truths, cells = [observation], [-1], [info["position"]]
         for _ in range(2):
             observation, *_, info = env.step("east" if row == 0 else None)  # "up": no move
             shown.append(observation)
             truths.append(sg.GUIDES.index(sg.toy_env.true_polarity(info["progress"])))
-            revisits.append(info["revisited"])
+            cells.append(info["position"])
         assert observations_of(tokenizer, batch, row) == shown
         assert batch.steps.truths[row].tolist() == truths
-        assert batch.steps.revisits[row].tolist() == revisits
+        assert batch.steps.cells[row].tolist() == [r * sg.toy_env.MAX_SIZE + c for r, c in cells]
+        assert batch.steps.mazes[row] == 7
         turns = sum((freetext.environment_turn(tokenizer, o, True, t == 0)
                      for t, o in enumerate(shown)), [])
         assert [t for t, w in zip(transcript.tokens, transcript.written) if not w] == turns
@@ -596,7 +598,7 @@ def test_the_free_text_path_refuses_what_it_cannot_run_in_one_line(argv, message
     assert message in capsys.readouterr().err
 
 
-def test_two_processes_make_the_same_updates_as_one(tiny_llama, tmp_path):
+def test_two_free_text_processes_make_the_same_updates_as_one(tiny_llama, tmp_path):
     """The free-text path on 2 processes, against 1: iteration by iteration, every figure of
     the episodes played that log.jsonl holds is equal (the episodes themselves are not
     saved), and the same update from the same model (to a relative 1e-4)."""

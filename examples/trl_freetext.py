@@ -650,10 +650,11 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
     observations = [observation for observation, _ in resets]
     prompt = prompt_ids(tokenizer, guided, ft.example, cfg.cue)
     transcripts = [Transcript() for _ in range(n)]
-    guides, truths = torch.full((n, horizon), -1), torch.full((n, horizon), -1)
-    revisits, unreadable, unparseable, capped = (torch.zeros(n, horizon, dtype=torch.bool)
-                                                 for _ in range(4))
-    env_return, steps, truth, revisit = [0.0] * n, [0] * n, [-1] * n, [False] * n
+    guides, truths, cells = (torch.full((n, horizon), -1) for _ in range(3))
+    unreadable, unparseable, capped = (torch.zeros(n, horizon, dtype=torch.bool)
+                                       for _ in range(3))
+    env_return, steps, truth = [0.0] * n, [0] * n, [-1] * n
+    cell = [r * toy_env.MAX_SIZE + c for r, c in (info["position"] for _, info in resets)]
     running, chats = list(range(n)), Chats(n, tokenizer.pad_token_id)
     for t in range(horizon):
         turns = []
@@ -663,7 +664,7 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
                 turn = [tokenizer.eos_token_id] + turn
             transcripts[i].add(turn, 0, -1, [sg.SLOT_CONTEXT] * len(turn))
             turns.append(prompt + turn if t == 0 else turn)
-            truths[i, t], revisits[i, t] = truth[i], revisit[i]
+            truths[i, t], cells[i, t] = truth[i], cell[i]
         answers = generate_replies(model, tokenizer, chats.extend(running, turns), ft,
                                    cfg.temperature, greedy, seed * 1000 + t)
         for i, reply in zip(running, answers):
@@ -681,7 +682,9 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
             observation, reward, terminated, truncated, info = envs[i].step(move)
             observations[i] = wall_note(observation, move, info["bumped"], ft.example)
             truth[i] = GUIDES.index(toy_env.true_polarity(info["progress"]))
-            revisit[i], env_return[i], steps[i] = info["revisited"], env_return[i] + reward, t + 1
+            row, column = info["position"]
+            cell[i], env_return[i], steps[i] = row * toy_env.MAX_SIZE + column, \
+                env_return[i] + reward, t + 1
             if terminated or truncated:
                 running = [j for j in running if j != i]
         if not running:
@@ -692,8 +695,9 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
     slots = torch.where(layout, kind.repeat(horizon), sg.SLOT_CONTEXT)        # (N, 2T)
     optimal = torch.tensor([info["optimal_steps"] for _, info in resets])
     return Episodes(prompt, transcripts, unreadable, unparseable, sg.Rollouts(
-        torch.zeros_like(slots), slots, torch.zeros(slots.shape), guides, truths, revisits,
-        torch.tensor(env_return), taken, optimal), capped)
+        torch.zeros_like(slots), slots, torch.zeros(slots.shape), guides, truths, cells,
+        torch.tensor(env_return), taken, optimal, torch.tensor([env.maze for env in envs])),
+        capped)
 
 
 def spread_advantages(episodes: Episodes, advantages: torch.Tensor, rows) -> list:
@@ -906,7 +910,7 @@ def parse_config(argv=None, own=None, description: str = __doc__.split("\n\n")[0
     # Temperature 0.5, 100 iterations: chosen on seed 0 (at temperature 1 the tiny prior's
     # sampled replies reach almost no goal, and GRPO's groups hold no success to learn from)
     parser.set_defaults(n_layer=2, temperature=0.5, iterations=100)
-    args = vars(parser.parse_args(argv))
+    args = sg.parse_settings(parser, argv)  # with --paper-faithful's defaults
     names = {f.name for f in dataclasses.fields(FreeText)}
     harness = {f.name for f in dataclasses.fields(own)} if own else set()
     try:

@@ -81,7 +81,6 @@ TRL_VERSION = "1.16.0"  # the version this bridge is tested with (CI installs it
 REFUSED = {  # settings of selfguide.py that this bridge does not run, and what to do instead
     "eval_only": "evaluate the saved policy with python selfguide.py --eval-only --init-from <folder>",
     "init_from": "the bridge always starts from the Stage 0 prior",
-    "paper_faithful": "give the paper's settings one by one (--kl-guide 0 --credit trajectory ...)",
 }
 
 

@@ -127,7 +127,7 @@ def parse_config(argv=None):
     # episodes and a far lower rate than the tiny prior cloned from nothing
     parser.set_defaults(prior_episodes=400, prior_epochs=1, prior_batch=8, prior_lr=2e-4,
                         out="runs/models/warm")
-    args = vars(parser.parse_args(argv))
+    args = sg.parse_settings(parser, argv)
     names = {f.name for f in dataclasses.fields(freetext.FreeText)}
     try:
         ft = freetext.FreeText(**{k: v for k, v in args.items() if k in names})

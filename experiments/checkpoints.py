@@ -35,6 +35,7 @@ from transformers import DynamicCache  # noqa: E402
 from transformers.modeling_outputs import CausalLMOutput  # noqa: E402
 
 import compare  # noqa: E402
+import instruments  # noqa: E402
 import selfguide as sg  # noqa: E402
 from probe import probe_episodes, probe_metrics  # noqa: E402
 
@@ -85,10 +86,10 @@ def run_seed(cfg: sg.Config):
     fixed = {"prior": prior, "final": checkpoints[-1]}
     probe = probe_episodes(prior, cfg)
     results = {
-        "own": [sg.evaluate(c, cfg, guided=True) for c in checkpoints],
-        "probe": [probe_metrics(c, probe) for c in checkpoints],
-        "unguided": [sg.evaluate(c, cfg, guided=False) for c in checkpoints],
-        "steered": {name: [sg.evaluate(Steered(policy, c), cfg, guided=True)
+        "own": [instruments.evaluate(c, cfg, guided=True) for c in checkpoints],
+        "probe": [probe_metrics(c, probe, cfg) for c in checkpoints],
+        "unguided": [instruments.evaluate(c, cfg, guided=False) for c in checkpoints],
+        "steered": {name: [instruments.evaluate(Steered(policy, c), cfg, guided=True)
                            for c in checkpoints] for name, policy in fixed.items()},
         "final_metrics": sg.final_metrics(state.records, cfg.final_evals)}
     sg.write_atomic(unit(cfg), json.dumps(results))

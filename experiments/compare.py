@@ -38,6 +38,7 @@ import transformers  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 import selfguide as sg  # noqa: E402
+import instruments  # noqa: E402
 from probe import probe_episodes, probe_metrics  # noqa: E402
 from selfguide import setting  # noqa: E402
 
@@ -72,9 +73,12 @@ class Experiment(Seeds):
                                  "alone, and by the paper's composite advantage, at 0.1 and 1: "
                                  "with --rows guide, what reaches the guide) or hindsight (guides "
                                  "paid against the agent's own hindsight, at 0.1 and 1, against "
-                                 "a placebo, the truth, env at 1 and env at 1 with the exact KL)",
+                                 "a placebo, the truth, env at 1 and env at 1 with the exact KL) "
+                                 "or coevolution (hindsight, the placebo, the truth and env, at "
+                                 "1) or hindsight-default (the full method, and hindsight at 0.1 "
+                                 "and 1)",
                         ["paper", "core", "oracle", "slot", "sampling", "house", "guide",
-                         "gradient", "hindsight"])
+                         "gradient", "hindsight", "coevolution", "hindsight-default"])
     controls: bool = setting(False, "add the control rows (oracle and random reward)")
     guards: bool = setting(False, "add the guard ablation rows")
     quick: bool = setting(False, "a smaller preset for a laptop demo: see QUICK")
@@ -194,6 +198,8 @@ HINDSIGHT_ROWS = [  # --rows hindsight: does a guide paid against the agent's ow
     ("GRPO w/ SG & GR, guides at temperature 1, exact guide KL",
      {"variant": "sg_gr", "guide_temperature": 1.0, "kl_guide_exact": True}),
 ]
+COEVOLUTION_ROWS = [HINDSIGHT_ROWS[i] for i in (0, 2, 3, 4)]  # --rows coevolution
+HINDSIGHT_DEFAULT_ROWS = [ROWS[2]] + HINDSIGHT_ROWS[1:3]  # --rows hindsight-default
 GUARD_ROWS = [  # --guards: which guard the full method needs, starting from the paper as written
     ("GRPO w/ SG & GR, paper-faithful", {"variant": "sg_gr", **sg.PAPER_FAITHFUL}),
     ("  + guide KL only", {"variant": "sg_gr", **sg.PAPER_FAITHFUL, "kl_guide": 0.1}),
@@ -212,7 +218,8 @@ def compare_rows(cfg: sg.Config, exp: Experiment) -> list:
     """The rows a comparison trains, in table order, each once."""
     rows = {"paper": ROWS, "core": ROWS[:3], "oracle": ORACLE_ROWS, "slot": SLOT_ROWS,
             "sampling": sampling_rows(cfg.guide_temperature), "house": HOUSE_ROWS,
-            "guide": GUIDE_ROWS, "gradient": GRADIENT_ROWS, "hindsight": HINDSIGHT_ROWS}[exp.rows] \
+            "guide": GUIDE_ROWS, "gradient": GRADIENT_ROWS, "hindsight": HINDSIGHT_ROWS,
+            "coevolution": COEVOLUTION_ROWS, "hindsight-default": HINDSIGHT_DEFAULT_ROWS}[exp.rows] \
         + (CONTROL_ROWS if exp.controls else []) + (GUARD_ROWS if exp.guards else [])
     return list(dict(rows).items())
 
@@ -266,13 +273,13 @@ def restore(saved: dict, prior, cfg: sg.Config):
 
 
 def train_until(policy, prior, cfg: sg.Config, state: sg.TrainState, until: int, probe=None):
-    """Continue the run of `state` to iteration `until`, exactly as selfguide.train runs it;
-    with a probe (probe.py), each held-out evaluation also records the guide's on the probe."""
+    """Continue the run of `state` to iteration `until`, exactly as selfguide.train runs it,
+    each record with the instruments' figures (instruments.observer: with a probe, each
+    held-out evaluation also records the guide's on it)."""
+    hook = instruments.observer(policy, prior, cfg, probe)
     for _ in tqdm(range(state.iteration, until), desc=f"GRPO {cfg.variant} seed {cfg.seed}",
                   leave=False):
-        record = sg.grpo_iteration(policy, prior, cfg, state)
-        if probe is not None and "eval" in record:
-            record["eval"].update(probe_metrics(policy, probe))
+        sg.grpo_iteration(policy, prior, cfg, state, hook)
 
 
 def train_rows(prior, configs: dict, probe=None) -> dict:
@@ -317,8 +324,8 @@ def compare_prior(cfg: sg.Config):
     prior = sg.load_or_train_prior(cfg, sg.pick_device(cfg.device))
     probe = probe_episodes(prior, cfg)
     results = {"ReAct": {"final": sg.evaluate(prior, cfg, guided=False), "history": []},
-               "ReAct w/ SG": {"final": {**sg.evaluate(prior, cfg, guided=True),
-                                         **probe_metrics(prior, probe)}, "history": []}}
+               "ReAct w/ SG": {"final": {**instruments.evaluate(prior, cfg, guided=True),
+                                         **probe_metrics(prior, probe, cfg)}, "history": []}}
     stage0 = getattr(prior.config, "stage0", None) or {}  # how the prior was cloned, if recorded
     results["ReAct w/ SG"]["final"].update({f"prior_{k}": v for k, v in stage0.items()})
     sg.write_atomic(unit_path(cfg), json.dumps(results))
@@ -337,7 +344,7 @@ def compare_trunk(cfg: sg.Config, rows):
     for row, (policy, records) in trained.items():
         final = {**sg.final_metrics(records, cfg.final_evals), **training_means(records)}
         if configs[row].guided:  # the final policy's guide on the fixed probe (probe.py)
-            final.update(probe_metrics(policy, probe))
+            final.update(probe_metrics(policy, probe, cfg))
         results[row] = {"final": final,
                         "history": [(r["iteration"], r["eval"]) for r in records if "eval" in r],
                         "trust": [r["trust"] for r in records]}

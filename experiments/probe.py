@@ -10,7 +10,7 @@ scored against the true progress of the moves they judge, as selfguide.episode_m
 a rollout's.
 
     probe = probe_episodes(prior, cfg)       # the prior's greedy held-out episodes
-    probe_metrics(checkpoint, probe)         # {"probe_guide_progress_accuracy": ..., ...}
+    probe_metrics(checkpoint, probe, cfg)    # {"probe_guide_progress_accuracy": ..., ...}
 
 The prior's probe metrics equal its own greedy evaluation's guide metrics (the same
 episodes, its own guides): a test checks it. compare.py and checkpoints.py record the probe
@@ -22,11 +22,13 @@ import dataclasses
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # selfguide.py, toy_env.py
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent),  # selfguide.py, toy_env.py
+                str(Path(__file__).resolve().parent)]  # instruments.py
 
 import torch  # noqa: E402
 
 import selfguide as sg  # noqa: E402
+from instruments import experiment_metrics, judge_streams  # noqa: E402
 
 BATCH = 512  # episodes per forward pass (and per rollout batch, as selfguide.evaluate)
 
@@ -42,15 +44,17 @@ def judge(policy, probe: sg.Rollouts) -> sg.Rollouts:
     """The probe as `policy` judges it: at each guide slot of the stored episodes, read as they
     are, its greedy guide (`guides`, -1 where the episode has no guide) and its distribution
     over the guide words (`guide_probs`, temperature 1)."""
-    logp = sg.judge_streams(policy, probe, BATCH)                              # (N, T, 3)
+    logp = judge_streams(policy, probe, BATCH)                                 # (N, T, 3)
     written = probe.guides >= 0
     return dataclasses.replace(probe, guides=torch.where(written, logp.argmax(-1), -1),
                                guide_probs=torch.where(written[..., None], logp.exp(), 0.0))
 
 
-def probe_metrics(policy, probe: sg.Rollouts) -> dict:
+def probe_metrics(policy, probe: sg.Rollouts, cfg: sg.Config) -> dict:
     """The guide metrics of selfguide.episode_metrics (shares, accuracy, balanced and
-    progress accuracy, ...) for `policy` judging the probe, each named probe_<metric>."""
-    metrics = sg.episode_metrics(judge(policy, probe))
+    progress accuracy, ...) and of instruments.experiment_metrics (the stale moves, by true
+    word) for `policy` judging the probe, each named probe_<metric>."""
+    judged = judge(policy, probe)
+    metrics = {**sg.episode_metrics(judged), **experiment_metrics(judged, cfg)}
     return {f"probe_{k}": v for k, v in metrics.items()
             if k.startswith("guide_") or k.startswith("share_")}

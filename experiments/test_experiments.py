@@ -1,8 +1,8 @@
 """Tests for the experiment harness (compare.py, plots.py, benchmark.py): its statistics,
 trunk sharing, resumable work units and figures. The method's own tests are in
-test_selfguide.py, whose tiny settings these share.
+test_selfguide.py; the tiny settings and fixtures all share are in conftest.py.
 
-    python -m pytest -q test_selfguide.py experiments/ examples/
+    python -m pytest -q test_toy_env.py test_selfguide.py experiments/ examples/
 """
 import json
 import math
@@ -20,28 +20,26 @@ import benchmark  # noqa: E402
 import checkpoints  # noqa: E402
 import compare  # noqa: E402
 import gradient  # noqa: E402
+import instruments  # noqa: E402
 import plots  # noqa: E402
 import priors  # noqa: E402
 import probe  # noqa: E402
 import prompted  # noqa: E402
 import selfguide as sg  # noqa: E402
 import toy_env  # noqa: E402
-from test_selfguide import SHARED, TINY_ARGS, tiny_config, tiny_policy  # noqa: E402
-from test_selfguide import prior_cache, tiny_run  # noqa: E402, F401  (the session's fixtures)
+from conftest import TINY_ARGS, same_weights, tiny_config, tiny_policy  # noqa: E402
 
 MATPLOTLIB = "the figures' tests need the optional matplotlib: pip install matplotlib"
 COMPARE_ARGS = TINY_ARGS + ["--rows", "core", "--seeds", "2", "--workers", "1"]
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def comparison(prior_cache, tmp_path_factory):
     """compare.py with COMPARE_ARGS, run once a session: (its per-seed results, its folder),
     read by the tests of resuming, of a refused command and of the figures."""
-    if "comparison" not in SHARED:
-        out = tmp_path_factory.getbasetemp() / "comparison"
-        per_seed = compare.main(COMPARE_ARGS + ["--prior-cache", str(prior_cache), "--out", str(out)])
-        SHARED["comparison"] = (per_seed, out)
-    return SHARED["comparison"]
+    out = tmp_path_factory.getbasetemp() / "comparison"
+    per_seed = compare.main(COMPARE_ARGS + ["--prior-cache", str(prior_cache), "--out", str(out)])
+    return per_seed, out
 
 
 # --- the command line and the rows ---
@@ -254,6 +252,14 @@ def test_co_evolution_lines_pair_own_rollouts_and_the_probe_on_stale_moves_and_g
 
 # --- trunk sharing: rows branch off the lambda = 0 prefix they share ---
 
+def same_method_records(records, alone) -> bool:
+    """compare.py's records hold selfguide's and the instruments' figures: selfguide's equal."""
+    def method(record, keys):
+        return {k: (method(v, keys[k]) if k == "eval" else v) for k, v in record.items()
+                if k in keys}
+    return [method(r, a) for r, a in zip(records, alone)] == alone
+
+
 def test_branching_off_the_shared_prefix_equals_training_each_row_alone():
     cfg = tiny_config(iterations=8, eval_every=4)
     sg.seed_everything(0)
@@ -284,7 +290,7 @@ def test_branching_off_the_shared_prefix_equals_training_each_row_alone():
         alone = sg.copy.deepcopy(prior)
         alone_records = sg.train(alone, prior, row_cfg)
         policy, records = branched[row]
-        assert len(records) == 8 and records == alone_records, row
+        assert len(records) == 8 and same_method_records(records, alone_records), row
         for a, b in zip(policy.parameters(), alone.parameters()):
             assert torch.equal(a, b), row
     # with the probe, every evaluation also records the guide's on it, and nothing else moves
@@ -295,7 +301,7 @@ def test_branching_off_the_shared_prefix_equals_training_each_row_alone():
                                                  branched["hindsight"][0].parameters()))
     evaluations = [r["eval"] for r in records if "eval" in r]
     assert len(evaluations) == 2 and evaluations[-1] == {
-        **branched["hindsight"][1][-1]["eval"], **probe.probe_metrics(policy, episodes)}
+        **branched["hindsight"][1][-1]["eval"], **probe.probe_metrics(policy, episodes, cfg)}
     assert "probe_guide_true_prob_progress" in evaluations[0]
 
 
@@ -429,13 +435,14 @@ def test_checkpoints_steer_fixed_policies_and_the_run_is_selfguides_own(tmp_path
     assert len(seed["own"]) == len(checkpoints.FRACTIONS) == len(seed["steered"]["prior"])
     # the checkpoints come from the very run `python selfguide.py` trains with these settings
     rows, run = tiny_run
-    assert rows[-1][1] == seed["final_metrics"]
+    method = rows[-1][1]  # the checkpoints' records hold the instruments' figures too
+    assert {k: seed["final_metrics"][k] for k in method} == method
     # steering, replayed with that run's saved final policy and the cached prior
     cfg = sg.parse_config(TINY_ARGS + cache)
     prior, final = sg.load_or_train_prior(cfg, "cpu"), sg.load_policy(run, cfg, "cpu")
-    assert seed["own"][-1] == sg.evaluate(final, cfg, True)
-    assert seed["steered"]["prior"][-1] == sg.evaluate(checkpoints.Steered(prior, final), cfg, True)
-    assert seed["steered"]["final"][0] == sg.evaluate(checkpoints.Steered(final, prior), cfg, True)
+    assert seed["own"][-1] == instruments.evaluate(final, cfg, True)
+    assert seed["steered"]["prior"][-1] == instruments.evaluate(checkpoints.Steered(prior, final), cfg, True)
+    assert seed["steered"]["final"][0] == instruments.evaluate(checkpoints.Steered(final, prior), cfg, True)
     assert seed["steered"]["prior"][0] == seed["own"][0]  # steered by a copy of itself: alone
     table = (tmp_path / "k" / "checkpoints.md").read_text()
     assert table.count("\n| final |") == 3 and table.count("\n| 25% |") == 3
@@ -523,8 +530,8 @@ def test_the_probe_of_the_prior_is_its_own_greedy_evaluation():
     judged = probe.judge(prior, episodes)
     assert torch.equal(judged.guides, episodes.guides)
     assert torch.allclose(judged.guide_probs, episodes.guide_probs, atol=1e-5)
-    evaluated = sg.evaluate(prior, cfg, guided=True)
-    metrics = probe.probe_metrics(prior, episodes)
+    evaluated = instruments.evaluate(prior, cfg, guided=True)
+    metrics = probe.probe_metrics(prior, episodes, cfg)
     assert metrics["probe_guide_accuracy"] is not None
     expected = {f"probe_{k}": v for k, v in evaluated.items() if k.startswith(("guide_", "share_"))}
     assert metrics.keys() == expected.keys() and "probe_guide_true_prob_progress" in metrics
@@ -558,12 +565,159 @@ def test_the_probe_scores_another_policys_guides_on_the_stored_moves():
                 right, judged = right + (guides[i, t].item() == truth), judged + 1
             if truth in true_probs:
                 true_probs[truth].append(logits.softmax(-1)[truth].item())
-    metrics = probe.probe_metrics(other, episodes)
+    metrics = probe.probe_metrics(other, episodes, cfg)
     assert metrics["probe_guide_accuracy"] == pytest.approx(right / judged)
     by_truth = [sum(p) / len(p) for p in true_probs.values() if p]
     assert metrics["probe_guide_true_prob_progress"] == pytest.approx(
         sum(by_truth) / len(by_truth), abs=1e-5)
     assert not torch.equal(guides, episodes.guides)  # another policy: other guides somewhere
+
+
+# --- the instruments: stale moves, revisits, what an update can move in a guide ---
+
+def test_stale_moves_are_where_the_environment_says_the_stale_map_errs():
+    """In a house with a stale door: instruments.stale_moves, read off the cells, is the
+    environment's own info["stale"], replayed move by move; the guide's accuracy there is
+    experiment_metrics'."""
+    cfg = tiny_config(size=12, min_distance=8, max_steps=26, house=True, stale_door=True,
+                      seed=3)
+    batch = sg.rollout(tiny_policy(size=12, min_distance=8, max_steps=26), list(range(12)),
+                       True, cfg, torch.Generator().manual_seed(0))
+    stale_map = instruments.stale_moves(batch, cfg)
+    right = judged = 0
+    for i in range(12):
+        moves = [sg.WORDS[t] for t, s in zip(batch.tokens[i].tolist(), batch.slots[i].tolist())
+                 if s == sg.SLOT_ACTION]
+        env = sg.make_env(cfg)
+        env.reset(seed=i)
+        stale = [False] + [env.step(move)[4]["stale"] for move in moves][:-1]
+        steps = batch.steps[i].item()
+        assert stale_map[i, :steps].tolist() == stale and not stale_map[i, steps:].any()
+        for t in range(1, steps):
+            if stale[t]:
+                right += batch.guides[i, t].item() == batch.truths[i, t].item()
+                judged += 1
+    assert judged > 0
+    metrics = instruments.experiment_metrics(batch, cfg)
+    assert metrics["guide_accuracy_stale"] == pytest.approx(right / judged)
+    plain_cfg = tiny_config()
+    plain = sg.rollout(tiny_policy(), list(range(4)), True, plain_cfg,
+                       torch.Generator().manual_seed(0))
+    assert instruments.stale_moves(plain, plain_cfg) is None
+    assert "guide_accuracy_stale" not in instruments.experiment_metrics(plain, plain_cfg)
+
+
+def test_experiment_metrics_split_the_revisits_and_the_stale_moves_by_true_word(monkeypatch):
+    long = torch.zeros(2, 1, dtype=torch.long)
+    rollouts = sg.Rollouts(
+        tokens=long, slots=long, logprobs=torch.zeros(2, 1),
+        guides=torch.tensor([[1, 0, 2], [0, 0, -1]]),   # positive=0, neutral=1, negative=2
+        truths=torch.tensor([[-1, 0, 0], [-1, 2, -1]]),
+        cells=torch.tensor([[0, 1, 0], [0, 1, -1]]),  # episode 0's last judged move loops
+        env_return=torch.tensor([1.0, 0.0]), steps=torch.tensor([3, 2]),
+        optimal=torch.tensor([2, 2]), mazes=torch.zeros(2, dtype=torch.long))
+    cfg = tiny_config()
+    metrics = instruments.experiment_metrics(rollouts, cfg)
+    # judged: (guide 0, truth 0) right, (2, 0) wrong and a revisit, (0, 2) wrong
+    assert metrics == {"guide_accuracy_revisit": 0.0, "guide_accuracy_other": 0.5}
+    probs = torch.zeros(2, 3, 3)
+    probs[0, 1], probs[0, 2], probs[1, 1] = (torch.tensor(p) for p in
+                                             ([.7, .2, .1], [.2, .1, .7], [.5, .1, .4]))
+    stale = torch.tensor([[False, False, True], [False, True, False]])
+    monkeypatch.setattr(instruments, "stale_moves", lambda batch, cfg: stale)
+    metrics = instruments.experiment_metrics(sg.dataclasses.replace(rollouts, guide_probs=probs),
+                                             cfg)
+    assert metrics["guide_true_prob_stale"] == pytest.approx((.2 + .4) / 2)
+    assert metrics["guide_accuracy_stale"] == 0.0
+    # by the true word: (0, 2) is truly positive (p .2), (1, 1) truly negative (p .4)
+    assert metrics["guide_true_prob_stale_positive"] == pytest.approx(.2)
+    assert metrics["guide_true_prob_stale_negative"] == pytest.approx(.4)
+    assert metrics["guide_accuracy_stale_positive"] == metrics["guide_accuracy_stale_negative"] == 0
+    right = sg.dataclasses.replace(rollouts, guides=torch.tensor([[1, 0, 0], [0, 0, -1]]),
+                                   guide_probs=probs)
+    metrics = instruments.experiment_metrics(right, cfg)  # the truly positive one judged right
+    assert (metrics["guide_accuracy_stale_positive"], metrics["guide_accuracy_stale_negative"],
+            metrics["guide_accuracy_stale"]) == (1.0, 0.0, 0.5)
+    stale = torch.tensor([[False] * 3, [False, True, False]])
+    assert "guide_accuracy_stale_positive" not in instruments.experiment_metrics(right, cfg)
+    # nothing judged: the revisit split is None (JSON null), never NaN
+    unjudged = sg.dataclasses.replace(rollouts, truths=torch.full((2, 3), -1))
+    monkeypatch.setattr(instruments, "stale_moves", lambda batch, cfg: None)
+    assert instruments.experiment_metrics(unjudged, cfg) == {"guide_accuracy_revisit": None,
+                                                             "guide_accuracy_other": None}
+
+
+def test_judge_streams_reads_the_guides_distribution_the_rollout_recorded():
+    """Teacher-forced, every slot at once, in slices of four rows: the log of guide_probs,
+    which the rollout records from a full forward at each slot (test_selfguide.py)."""
+    cfg = tiny_config(guide_temperature=0.1)
+    policy = tiny_policy()
+    batch = sg.rollout(policy, list(range(6)), True, cfg, torch.Generator().manual_seed(1))
+    written = batch.guides >= 0
+    judged = instruments.judge_streams(policy, batch, rows=4)
+    assert torch.allclose(judged.exp()[written], batch.guide_probs[written], atol=1e-5)
+    assert (judged[~written] == 0).all()
+
+
+def test_training_figures_say_what_gradient_reaches_the_guide_and_how_often_it_leaves_the_prior():
+    """guide_sensitivity: the mean over the sampled guides of the L1 norm of d log p_T(z) / d
+    logits, by autograd on each guide slot's three logits; guide_push: each norm times its
+    advantage's size; guide_off_prior: the share of sampled guides that are not the
+    reference's greedy word, by a full forward per slot. compare.py's records hold them."""
+    cfg = tiny_config(variant="sg", guide_temperature=0.5, iterations=1, eval_every=5,
+                      update_epochs=1)
+    policy, reference = tiny_policy(seed=0), tiny_policy(seed=1)
+    before = sg.copy.deepcopy(policy)
+    state, replay = sg.new_train_state(policy, cfg), sg.new_train_state(before, cfg)
+    seeds = [replay.tasks.randrange(sg.TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
+    batch = sg.rollout(before, [s for s in seeds for _ in range(cfg.group_size)], True, cfg,
+                       replay.sampler)  # the iteration's own draws, replayed
+    record = sg.grpo_iteration(policy, reference, cfg, state,
+                               instruments.observer(policy, reference, cfg))
+    advantages = sg.iteration_advantages(batch, cfg, 0.0, 1)[0]
+    guide_ids = [sg.WORD_ID[w] for w in sg.GUIDES]
+    norms, off, pushes = [], [], []
+    for i in range(len(batch.tokens)):
+        positions = [p for p, s in enumerate(batch.slots[i].tolist()) if s == sg.SLOT_GUIDE]
+        for t, p in enumerate(positions):
+            prefix = batch.tokens[i, :p][None]
+            with torch.no_grad():
+                off.append(batch.guides[i, t].item() !=
+                           reference(prefix).logits[0, -1, guide_ids].argmax().item())
+            logits = before(prefix).logits[0, -1, guide_ids].detach().requires_grad_()
+            torch.log_softmax(logits / cfg.guide_temperature, -1)[batch.guides[i, t]].backward()
+            norms.append(logits.grad.abs().sum().item())
+            pushes.append(norms[-1] * advantages[i, p].abs().item())
+    assert record["guide_off_prior"] == pytest.approx(sum(off) / len(off))
+    assert 0 < record["guide_off_prior"] < 1
+    assert record["guide_sensitivity"] == pytest.approx(sum(norms) / len(norms), rel=1e-5)
+    assert record["guide_push"] == pytest.approx(sum(pushes) / len(pushes), rel=1e-5)
+    assert 0 < record["guide_push"] and "target_accuracy" not in record
+    assert "guide_sensitivity" not in sg.grpo_iteration(
+        sg.copy.deepcopy(policy), reference, cfg, sg.new_train_state(policy, cfg))
+    plain_cfg = tiny_config(variant="grpo", iterations=1, eval_every=5)
+    plain = tiny_policy()
+    unguided = sg.grpo_iteration(plain, reference, plain_cfg, sg.new_train_state(plain, plain_cfg),
+                                 instruments.observer(plain, reference, plain_cfg))
+    assert unguided["action_sensitivity"] > 0 and "guide_sensitivity" not in unguided
+
+
+def test_a_hindsight_runs_record_says_how_often_it_had_a_target_and_how_right():
+    cfg = tiny_config(variant="sg_gr", guide_advantage="hindsight", iterations=2, eval_every=5)
+    policy, reference = tiny_policy(), tiny_policy(seed=1)
+    state = sg.new_train_state(policy, cfg)
+    replay = sg.new_train_state(sg.copy.deepcopy(policy), cfg)
+    record = sg.grpo_iteration(policy, reference, cfg, state,
+                               instruments.observer(policy, reference, cfg))
+    seeds = [replay.tasks.randrange(sg.TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
+    batch = sg.rollout(tiny_policy(), [s for s in seeds for _ in range(4)], True, cfg,
+                       replay.sampler)
+    targets = sg.hindsight_targets(batch, replay.values)
+    judged = (batch.guides >= 0) & (batch.truths >= 0)
+    has = judged & (targets >= 0)
+    assert record["target_coverage"] == pytest.approx(has.sum().item() / judged.sum().item())
+    assert record["target_accuracy"] == pytest.approx(
+        (targets == batch.truths)[has].float().mean().item())
 
 
 # --- what reached the guide: the gradient diagnostics over the first and last iterations ---
@@ -965,7 +1119,7 @@ def test_ci_runs_the_readmes_test_command_as_written():
     command = next(line.split("#")[0].strip() for line in readme.splitlines()
                    if "python -m pytest" in line and line.startswith("pip install"))
     assert command in ci.splitlines()
-    for folder in ("test_selfguide.py", "experiments/", "examples/"):
+    for folder in ("test_toy_env.py", "test_selfguide.py", "experiments/", "examples/"):
         assert folder in command  # the one command runs every test
 
 

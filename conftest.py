@@ -1,0 +1,88 @@
+"""What every test file shares (test_toy_env.py, test_selfguide.py, experiments/ and
+examples/): the tiny settings and helpers, and the session's fixtures, each made once: the
+Stage 0 cache, one tiny run of `python selfguide.py`.
+
+    from conftest import TINY_ARGS, tiny_config, tiny_policy
+"""
+import pytest
+import torch
+
+import selfguide as sg
+
+TINY = dict(size=5, wall_prob=0.2, min_distance=4, max_steps=8, n_layer=1, n_embd=32, n_head=2,
+            prior_episodes=64, prior_epochs=1, prior_batch=32, iterations=4, tasks_per_iter=4,
+            group_size=4, eval_tasks=16, eval_every=2, minibatches=2, cue=False,
+            guide_temperature=1.0)
+TINY_ARGS = ["--size", "5", "--wall-prob", "0.2", "--min-distance", "4", "--max-steps", "8",
+             "--n-embd", "32", "--n-head", "2", "--prior-episodes", "16", "--prior-epochs", "1",
+             "--iterations", "3", "--tasks-per-iter", "2", "--group-size", "4",
+             "--eval-tasks", "8", "--eval-every", "2", "--minibatches", "2", "--no-cue",
+             "--guide-temperature", "1"]  # a run of a few seconds, on the command line
+
+
+def tiny_config(**overrides) -> sg.Config:
+    return sg.Config(**{**TINY, **overrides})
+
+
+def tiny_policy(seed=0, **overrides):
+    torch.manual_seed(seed)
+    return sg.make_policy(tiny_config(**overrides)).eval()
+
+
+def same_weights(a, b) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
+
+
+def fingerprint(policy) -> str:
+    """The exact sum of a policy's weights, as a hex float: equal weights, equal strings."""
+    return float(sum(p.detach().double().sum() for p in policy.parameters())).hex()
+
+
+def hand_advantages(batch: sg.Rollouts, cfg: sg.Config, trust: float, iteration: int = 1):
+    """iteration_advantages put together by hand from the graded functions (step_rewards,
+    length_neutral, composite_return, group_advantages, step_credit, per_token): the
+    per-token advantages (N, L) and the composite returns (N,). The random control draws
+    from a generator seeded by seed x 10^6 + iteration, as iteration_advantages says."""
+    G, horizon = cfg.group_size, batch.guides.shape[1]
+    scale = cfg.advantage == "grpo"
+    control = torch.Generator().manual_seed(cfg.seed * 10**6 + iteration)
+    rewards = sg.step_rewards(batch.guides, batch.truths, cfg.internal_reward, control)
+    if cfg.internal_return == "mean":
+        rewards = sg.length_neutral(rewards, batch.steps)
+    returns, _ = sg.composite_return(batch.env_return, rewards, trust)
+    env = sg.group_advantages(batch.env_return.view(-1, G), scale=scale).flatten()
+    if cfg.credit == "step":
+        action = sg.step_credit(env, rewards, trust, G, scale)
+        guide = sg.step_credit(env, rewards, trust, G, scale, own=True)
+    else:
+        joint = sg.group_advantages(returns.view(-1, G), scale=scale).flatten()
+        action = guide = joint[:, None].expand(-1, horizon)
+    if cfg.guide_advantage == "env":
+        guide = env[:, None].expand(-1, horizon)
+    elif cfg.guide_advantage == "none":
+        guide = torch.zeros(len(env), horizon)
+    elif cfg.guide_advantage == "outcome":  # A_env,i x g(z_t) / 0.1, written out word by word
+        sign = {0: 1.0, 1: 0.0, 2: -1.0, -1: 0.0}  # positive, neutral, negative, none
+        guide = torch.tensor([[env[i].item() * sign[g] for g in row]
+                              for i, row in enumerate(batch.guides.tolist())])
+    elif cfg.guide_advantage == "truth":
+        guide = torch.tensor([[0.0 if g < 0 or t < 0 else 1.0 if g == t else -1.0
+                               for g, t in zip(gs, ts)]
+                              for gs, ts in zip(batch.guides.tolist(), batch.truths.tolist())])
+    return sg.per_token(batch.slots, action, guide), returns
+
+
+@pytest.fixture(scope="session")
+def prior_cache(tmp_path_factory):
+    """The session's Stage 0 cache (keyed by settings, safe across processes): tests that only
+    read a prior clone each one once. The tests of the cache itself keep caches of their own."""
+    return tmp_path_factory.getbasetemp() / "priors"
+
+
+@pytest.fixture(scope="session")
+def tiny_run(prior_cache, tmp_path_factory):
+    """`python selfguide.py` with TINY_ARGS: (its summary rows, its folder), read by the tests
+    of main, of the checkpoint experiment and of the figures."""
+    out = tmp_path_factory.getbasetemp() / "tiny-run"
+    rows = sg.main(TINY_ARGS + ["--out", str(out), "--prior-cache", str(prior_cache)])
+    return rows, out
