@@ -648,28 +648,34 @@ def test_the_loss_reads_log_probs_computed_only_where_the_model_wrote(tiny_llama
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
 
 
-def test_under_bf16_the_written_tokens_head_runs_in_the_precision_of_trls_own_pass(tiny_llama):
-    """--bf16: accelerate wraps the model's forward in bfloat16 autocast, and TRL's scoring
-    reads the head's logits from that forward; the loss's head, applied outside it, runs
-    under the accelerator's autocast too, so the two passes agree as float32 ones do (a head
-    in float32 would be off by bfloat16's rounding, and the first ratio would not be 1)."""
+def test_under_bf16_the_written_tokens_head_scores_as_trls_fused_head(tiny_llama):
+    """--bf16: accelerate wraps the model's forward in bfloat16 autocast, and TRL scores with
+    its fused head (add_fused_lm_head, in GRPOTrainer's own _get_per_token_logps_and_entropies)
+    under the accelerator's autocast; the loss's head, applied at the written tokens outside
+    the forward, runs under that autocast too, so the two agree as float32 ones do (a head in
+    float32 would be off by bfloat16's rounding, and the first ratio would not be 1)."""
     from types import SimpleNamespace
+
+    from trl import GRPOTrainer
+    from trl.trainer.utils import add_fused_lm_head
     model, _ = freetext.load_model(tiny_llama, torch.device("cpu"))
+    add_fused_lm_head(model, temperature=1.0)  # as GRPOTrainer patches the model it trains
     bf16 = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
     forward = model.forward
     model.forward = lambda *a, **k: bf16()(forward)(*a, **k)  # as accelerate's prepare does
     ids = torch.randint(3, model.config.vocab_size, (2, 16),
                         generator=torch.Generator().manual_seed(0))
-    written = torch.ones(2, 8, dtype=torch.long)
+    mask, written = torch.ones_like(ids), torch.ones(2, 8, dtype=torch.long)
+    with torch.no_grad():
+        trls, _, _ = GRPOTrainer._get_per_token_logps_and_entropies.__wrapped__(  # unprofiled
+            SimpleNamespace(accelerator=SimpleNamespace(autocast=bf16)), model, ids, mask, 8)
     method = freetext.make_trainer_class()._get_per_token_logps_and_entropies
-    own = torch.log_softmax(model(ids).logits[:, -9:-1].float(), -1)  # TRL's: the forward's head
-    expected = own.gather(-1, ids[:, -8:, None]).squeeze(-1)
     for autocast, close in [(bf16, True), (contextlib.nullcontext, False)]:
         trainer = SimpleNamespace(written=written, temperature=1.0, accelerator=SimpleNamespace(
             unwrap_model=lambda m: m, autocast=autocast))
         with torch.no_grad():
-            logps, _, _ = method(trainer, model, ids, torch.ones_like(ids), 8)
-        assert torch.allclose(logps, expected, atol=1e-4) == close
+            logps, _, _ = method(trainer, model, ids, mask, 8)
+        assert torch.allclose(logps, trls, atol=1e-4) == close, autocast
 
 
 def test_the_cpu_recipe_reaches_trl_as_meant_and_trains_only_the_top_blocks(

@@ -639,11 +639,26 @@ def run_compare(cfg: sg.Config, exp: Experiment):
               f"Command: python experiments/compare.py " + " ".join(sys.argv[1:]))
     sg.write_atomic(out / "compare.md", header + "\n\n" + table + "\n")
     sg.write_atomic(out / "compare.json", json.dumps(
-        {"config": {**dataclasses.asdict(cfg), **dataclasses.asdict(exp)},
-         "seeds": [c.seed for c in configs],
-         "minutes": minutes, "per_seed": per_seed}, indent=1))
+        {"command": command_line("compare.py"), "commit": source_commit(),
+         "config": {**dataclasses.asdict(cfg), **dataclasses.asdict(exp)},
+         "seeds": [c.seed for c in configs], "minutes": minutes, "per_seed": per_seed},
+        separators=(",", ":")))
     print(f"\n{header}\n\n{table}\n\nwritten to {out}/compare.md and compare.json")
     return per_seed
+
+
+def source_commit() -> str | None:
+    """The commit of this checkout, '+changes' after it if files differ from it; None outside
+    a git checkout."""
+    import subprocess
+    try:
+        head, changes = (subprocess.run(["git", *args], cwd=Path(__file__).parent, check=True,
+                                        capture_output=True, text=True).stdout.strip()
+                         for args in (["rev-parse", "HEAD"],
+                                      ["status", "--porcelain", "--untracked-files=no"]))
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+changes" if changes else "")
 
 
 def main(argv=None):

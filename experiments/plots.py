@@ -197,8 +197,61 @@ def plot_run(folder: Path) -> Path:
     return figure
 
 
+HINDSIGHT_LINES = [("GRPO w/ SG & GR, guides at temperature 1", "env at 1", "tab:gray"),
+                   ("GRPO w/ SG & GR, hindsight, guides at temperature 1", "hindsight at 1",
+                    "tab:red"),
+                   ("control: placebo, guides at temperature 1", "placebo at 1", "tab:purple"),
+                   ("control: guides paid for the truth, at temperature 1", "truth at 1 (control)",
+                    "tab:green")]
+
+
+def plot_hindsight(folder: Path, figure_path: Path):
+    """Co-evolution with a mechanism, over training: held-out success, and on the fixed probe's
+    stale moves the guide's probability of the true word, apart for the truly negative moves
+    (into the stale map's dead end) and the truly positive ones (out of it); each row of
+    HINDSIGHT_LINES the comparison holds, mean +- std over seeds, the prior at iteration 0."""
+    plt = pyplot()
+    per_seed = load_comparison(folder)["per_seed"]
+    panels = [("success", "held-out success (greedy)"),
+              ("probe_guide_true_prob_stale_negative", "probe: p(true word),\ntruly negative "
+                                                       "stale moves"),
+              ("probe_guide_true_prob_stale_positive", "probe: p(true word),\ntruly positive "
+                                                       "stale moves")]
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.6), sharex=True)
+    for axis, (key, label) in zip(axes, panels):
+        for row, name, color in [line for line in HINDSIGHT_LINES if line[0] in per_seed[0]]:
+            paths = [[(0, seed["ReAct w/ SG"]["final"][key])]
+                     + [(i, m[key]) for i, m in seed[row]["history"] if key in m]
+                     for seed in per_seed]
+            stats = [compare.mean_and_spread([p[k][1] for p in paths])
+                     for k in range(len(paths[0]))]
+            x, mean = [i for i, _ in paths[0]], [m for m, _ in stats]
+            axis.plot(x, mean, color=color, marker="o", markersize=3, label=name)
+            axis.fill_between(x, [m - s for m, s in stats], [m + s for m, s in stats],
+                              color=color, alpha=0.12)
+        axis.set_ylabel(label)
+        axis.set_xlabel("GRPO iteration")
+        axis.set_ylim(-0.02, 1.02)
+    axes[0].legend(loc="lower right", fontsize=7)
+    fig.suptitle(f"{folder.name}: a guide paid against the agent's own hindsight "
+                 f"({len(per_seed)} seeds, mean ± std)", fontsize=9)
+    fig.tight_layout()
+    figure_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(figure_path, dpi=110)
+    print(f"figure written to {figure_path}")
+
+
+def load_comparison(folder: Path) -> dict:
+    """A comparison's compare.json, compare.py's or one kept in experiments/results/."""
+    import results
+    return results.expand(json.loads((folder / "compare.json").read_text()))
+
+
 def plot_comparison(folder: Path):
-    """Both figures of a comparison, into its folder."""
+    """A comparison's figures, into its folder: with hindsight's rows, plot_hindsight;
+    otherwise the paper's rows and the guide's path."""
+    if HINDSIGHT_LINES[1][0] in load_comparison(folder)["per_seed"][0]:
+        return plot_hindsight(folder, folder / "hindsight.png")
     plot_compare(folder, folder / "compare.png")
     plot_co_evolution(folder, folder / "co-evolution.png")
 

@@ -32,6 +32,7 @@ PARSERS = {  # every script the docs run: the function of it that reads its comm
     "experiments/priors.py": "parse_args",
     "experiments/freetext.py": "parse_args",
     "experiments/prompted.py": "parse_args",
+    "experiments/results.py": "parse_args",
     "examples/smollm2.py": "parse_args",
     "examples/trl_selfguide.py": "parse_config",
     "examples/trl_freetext.py": "parse_config",

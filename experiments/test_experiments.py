@@ -676,7 +676,7 @@ def test_training_figures_say_what_gradient_reaches_the_guide_and_how_often_it_l
                                instruments.observer(policy, reference, cfg))
     advantages = sg.iteration_advantages(batch, cfg, 0.0, 1)[0]
     guide_ids = [sg.WORD_ID[w] for w in sg.GUIDES]
-    norms, off, pushes = [], [], []
+    norms, off, pushes, action_norms = [], [], [], []
     for i in range(len(batch.tokens)):
         positions = [p for p, s in enumerate(batch.slots[i].tolist()) if s == sg.SLOT_GUIDE]
         for t, p in enumerate(positions):
@@ -688,10 +688,15 @@ def test_training_figures_say_what_gradient_reaches_the_guide_and_how_often_it_l
             torch.log_softmax(logits / cfg.guide_temperature, -1)[batch.guides[i, t]].backward()
             norms.append(logits.grad.abs().sum().item())
             pushes.append(norms[-1] * advantages[i, p].abs().item())
+        moves = [p for p, s in enumerate(batch.slots[i].tolist()) if s == sg.SLOT_ACTION]
+        for p in moves:  # the actions' sampling temperature is 1: 2 (1 - p(word))
+            action_norms.append(2 * (1 - batch.logprobs[i, p].exp().item()))
     assert record["guide_off_prior"] == pytest.approx(sum(off) / len(off))
     assert 0 < record["guide_off_prior"] < 1
     assert record["guide_sensitivity"] == pytest.approx(sum(norms) / len(norms), rel=1e-5)
     assert record["guide_push"] == pytest.approx(sum(pushes) / len(pushes), rel=1e-5)
+    assert record["action_sensitivity"] == pytest.approx(sum(action_norms) / len(action_norms),
+                                                         rel=1e-5)
     assert 0 < record["guide_push"] and "target_accuracy" not in record
     assert "guide_sensitivity" not in sg.grpo_iteration(
         sg.copy.deepcopy(policy), reference, cfg, sg.new_train_state(policy, cfg))
@@ -1110,6 +1115,45 @@ def test_benchmark_prints_what_it_timed_and_the_ratios_of_the_times(capsys, monk
                                         "cpu"))
     assert (f"Stage 0: 16 demonstrations in" in text and f"cloning {len(losses)} updates in"
             in text and f"(loss {losses[0]:.3f} -> {losses[-1]:.3f})" in text)
+
+
+# --- the results the docs cite, kept in experiments/results/ ---
+
+def test_every_kept_comparisons_tables_are_in_the_docs_as_printed():
+    """Each table results.py prints from a kept compare.json stands verbatim in the report or
+    the README: no figure there can drift from the numbers kept."""
+    import results
+    docs = (ROOT / "experiments" / "REPORT.md").read_text() + (ROOT / "README.md").read_text()
+    kept = sorted(p.parent.name for p in results.KEPT.glob("*/compare.json"))
+    assert kept
+    for name in kept:
+        result = results.load(name)
+        assert result["command"].startswith("python experiments/compare.py ") and \
+            len(result["commit"]) >= 40, name
+        for table in results.tables(name):
+            assert table in docs, f"{name}'s table is not in the docs as printed:\n{table}"
+
+
+def test_a_kept_comparison_loads_as_compare_py_wrote_it_to_its_rounding(tmp_path, monkeypatch):
+    import results
+    monkeypatch.setattr(results, "KEPT", tmp_path)
+    (tmp_path / "run").mkdir()
+    run = {"final": {"success": 0.123456789, "guide_balanced_accuracy": None},
+           "history": [(5, {"success": 0.11111111, "steps": 20.0, "not_drawn": 1.0}),
+                       (10, {"success": 0.2222222})], "trust": [0.0] * 10}
+    written = {"command": "python experiments/compare.py --rows core --iterations 10",
+               "config": {**sg.dataclasses.asdict(tiny_config(iterations=10)), "rows": "core",
+                          "controls": False, "guards": False, "seeds": 1},
+               "seeds": [0], "minutes": 1.0, "per_seed": [{"GRPO w/ SG & GR": run}]}
+    (tmp_path / "run" / "compare.json").write_text(json.dumps(written))
+    with pytest.raises(SystemExit, match="records no commit"):
+        results.save(str(tmp_path / "run"), "kept")
+    results.save(str(tmp_path / "run"), "kept", commit="f" * 40)
+    loaded = results.load("kept")["per_seed"][0]["GRPO w/ SG & GR"]
+    assert loaded["final"] == {"success": 0.123457, "guide_balanced_accuracy": None}
+    assert loaded["history"] == [(5, {"success": 0.1111, "steps": 20.0}), (10, {"success": 0.2222})]
+    cfg = tiny_config(iterations=10, variant="sg_gr")
+    assert loaded["trust"] == [sg.trust_at(cfg, u) for u in range(1, 11)] and max(loaded["trust"])
 
 
 # --- the README's commands ---
