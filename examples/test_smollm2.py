@@ -159,6 +159,15 @@ def test_the_warm_starts_tokens_and_their_context_are_what_play_shows_the_model(
         theirs = SFTTrainer.compute_loss(trainer, trainer.model, dict(batch),
                                          num_items_in_batch=trained)
     assert ours.item() == pytest.approx(theirs.item(), rel=1e-4)
+    # on P processes the count is all of theirs, and DDP averages the P gradients: TRL's loss
+    # is times P (transformers' Trainer.compute_loss), and so is ours
+    monkeypatch.setattr(type(trainer.accelerator), "num_processes", property(lambda self: 2))
+    with torch.no_grad():
+        ours_2 = trainer.compute_loss(trainer.model, dict(batch), num_items_in_batch=2 * trained)
+        theirs_2 = SFTTrainer.compute_loss(trainer, trainer.model, dict(batch),
+                                           num_items_in_batch=2 * trained)
+    assert ours_2.item() == pytest.approx(theirs_2.item(), rel=1e-4)
+    assert ours_2.item() == pytest.approx(ours.item(), rel=1e-4)  # each process's own mean
 
 
 @pytest.mark.skipif(not os.environ.get("SELFGUIDE_REAL_TRAINING"),

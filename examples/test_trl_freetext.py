@@ -210,6 +210,26 @@ def test_the_free_text_grpo_config_takes_bf16_where_precision_is_decided(tmp_pat
         args = freetext.grpo_config(cfg, freetext.FreeText(bf16=bf16), tmp_path, torch.device("cpu"),
                                     64)
         assert (args.bf16, args.mixed_precision, args.max_completion_length) == (bf16, precision, 64)
+        assert args.loss_type == "bnpo"
+    # --loss dr_grpo: TRL divides the batch's summed token losses by its rollouts x
+    # max_completion_length (grpo_trainer.py's _compute_loss), here the most tokens an episode's
+    # replies hold, so every written token weighs the same whatever its reply's length
+    args = freetext.grpo_config(cfg, freetext.FreeText(loss="dr_grpo", reply_tokens=20), tmp_path,
+                                torch.device("cpu"), 64)
+    assert (args.loss_type, args.max_completion_length) == ("dr_grpo", cfg.max_steps * 20)
+
+
+def test_the_warm_start_trains_one_conversation_at_a_time_and_recomputes_activations(tmp_path):
+    """--prior-batch conversations an update, one a pass (the same loss, a quarter of four's
+    activations); activations recomputed in the backward unless blocks are frozen."""
+    pytest.importorskip("trl", reason="the warm start needs the optional trl==1.16.0")
+    import warm_start
+    cfg = tiny_config(prior_batch=8)
+    for layers, recomputed in [(0, True), (2, False)]:
+        args = warm_start.sft_config(cfg, freetext.FreeText(train_layers=layers), tmp_path,
+                                     torch.device("cpu"))
+        assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (1, 8)
+        assert args.activation_checkpointing == recomputed
 
 
 # --- The episode, played with scripted replies ---
@@ -634,7 +654,7 @@ def test_the_loss_reads_log_probs_computed_only_where_the_model_wrote(tiny_llama
     written = torch.zeros(3, 12, dtype=torch.long)  # the completion: the last 12 positions
     written[0, 2:6] = written[1, 7:12] = written[2, 1:5] = 1
     trainer = SimpleNamespace(written=written, temperature=0.7, accelerator=SimpleNamespace(
-        unwrap_model=lambda m: m, autocast=contextlib.nullcontext))
+        unwrap_model=lambda m: m, autocast=contextlib.nullcontext, device=torch.device("cpu")))
     method = freetext.make_trainer_class()._get_per_token_logps_and_entropies
     logps, entropies, aux = method(trainer, model, ids, attention, 12, compute_entropy=True)
     logits = model(ids, attention_mask=attention).logits[:, -13:-1] / 0.7      # (3, 12, V)
@@ -672,10 +692,24 @@ def test_under_bf16_the_written_tokens_head_scores_as_trls_fused_head(tiny_llama
     method = freetext.make_trainer_class()._get_per_token_logps_and_entropies
     for autocast, close in [(bf16, True), (contextlib.nullcontext, False)]:
         trainer = SimpleNamespace(written=written, temperature=1.0, accelerator=SimpleNamespace(
-            unwrap_model=lambda m: m, autocast=autocast))
+            unwrap_model=lambda m: m, autocast=autocast, device=torch.device("cpu")))
         with torch.no_grad():
             logps, _, _ = method(trainer, model, ids, mask, 8)
         assert torch.allclose(logps, trls, atol=1e-4) == close, autocast
+
+
+def test_the_written_tokens_head_is_the_cpus_and_the_losss_only():
+    """On an accelerator TRL's fused head already projects only the scored positions: there,
+    and outside the loss, the trainer scores as TRL does."""
+    from types import SimpleNamespace
+    written = torch.ones(2, 8)
+    for device, mask, rows, width, own in [("cpu", written, 2, 8, True),
+                                           ("cuda", written, 2, 8, False),
+                                           ("cpu", None, 2, 8, False),  # outside the loss
+                                           ("cpu", written, 4, 8, False)]:  # another batch
+        trainer = SimpleNamespace(written=mask,
+                                  accelerator=SimpleNamespace(device=torch.device(device)))
+        assert freetext.written_head(trainer, rows, width) == own, (device, rows)
 
 
 def test_the_cpu_recipe_reaches_trl_as_meant_and_trains_only_the_top_blocks(

@@ -165,6 +165,29 @@ def test_trl_bridge_hands_trl_the_advantages_built_by_hand_in_its_row_order(shar
     assert scored["advantages"][guides].abs().sum() > 0
 
 
+def test_the_bridge_leaves_trls_shuffle_to_every_other_trainer(shared_trainer):
+    """The bridge turns TRL's shuffle of a generation's rows off for itself only, while it
+    prepares its inputs: the module's own shuffle stays TRL's."""
+    import trl.trainer.grpo_trainer as module
+    from trl.trainer.utils import shuffle_sequence_dict
+    bridge, cfg, trainer, _ = shared_trainer
+    assert module.shuffle_sequence_dict is shuffle_sequence_dict
+    seen = []
+    real = type(trainer).__mro__[1]._generate_and_score_completions
+
+    def spy(self, inputs):
+        seen.append(module.shuffle_sequence_dict({"x": torch.arange(64)})["x"])
+        return real(self, inputs)
+    type(trainer).__mro__[1]._generate_and_score_completions, saved = spy, real
+    try:
+        trainer._prepare_inputs([{"prompt": str(s)} for s in bridge.task_seeds(cfg)[
+            :cfg.tasks_per_iter] for _ in range(cfg.group_size)])
+    finally:
+        type(trainer).__mro__[1]._generate_and_score_completions = saved
+    assert torch.equal(seen[0], torch.arange(64))  # the bridge's: the identity
+    assert module.shuffle_sequence_dict is shuffle_sequence_dict  # and TRL's again after
+
+
 def moved(trainer, seed=1, scale=0.1):
     """Move the policy away from the one that sampled, so ratios leave 1 and the clip acts."""
     torch.manual_seed(seed)

@@ -104,12 +104,22 @@ class FreeText:
     train_layers: int = setting(0, "train only the top this many transformer blocks and the "
                                    "final norm (0: every weight); a CPU's recipe")
     freetext_cache: str = setting("runs/priors-freetext", "folder of the cached free-text priors")
+    loss: str = setting("bnpo", "TRL's loss_type: bnpo, one mean over the batch's written tokens "
+                                "(a guided run's longer replies leave each move less of the "
+                                "gradient than an unguided run's), or dr_grpo, each token over "
+                                "the same constant, the batch's rollouts x --max-steps x "
+                                "--reply-tokens (a move weighs the same in every arm)",
+                        ["bnpo", "dr_grpo"])
+    eval_batch: int = setting(250, "held-out episodes played at once (fewer: less memory; a chat "
+                                   "model's evaluation sets a run's peak)")
 
     def __post_init__(self):
         if self.vocab < 64 or self.reply_tokens < 4 or min(self.turn_updates,
                                                             self.train_layers) < 0:
             raise ValueError("--vocab must be at least 64, --reply-tokens at least 4, "
                              "--turn-updates and --train-layers at least 0")
+        if self.eval_batch < 1:
+            raise ValueError("--eval-batch must be at least 1")
 
 
 # --- The format: one chat turn per step ---
@@ -735,12 +745,12 @@ def concat_episodes(parts) -> Episodes:
                     torch.cat([p.capped for p in parts]))
 
 
-def evaluate(model, tokenizer, cfg: sg.Config, ft: FreeText, guided: bool,
-             batch_size: int = 250) -> dict:
-    """Greedy replies on selfguide's held-out tasks: its metrics, and the reading's failures."""
-    seeds = [sg.EVAL_SEED_BASE + i for i in range(cfg.eval_tasks)]
-    parts = [play(model, tokenizer, seeds[i:i + batch_size], guided, cfg, ft, 0, greedy=True)
-             for i in range(0, len(seeds), batch_size)]
+def evaluate(model, tokenizer, cfg: sg.Config, ft: FreeText, guided: bool) -> dict:
+    """Greedy replies on selfguide's held-out tasks, --eval-batch at once: its metrics, and the
+    reading's failures."""
+    seeds, size = [sg.EVAL_SEED_BASE + i for i in range(cfg.eval_tasks)], ft.eval_batch
+    parts = [play(model, tokenizer, seeds[i:i + size], guided, cfg, ft, 0, greedy=True)
+             for i in range(0, len(seeds), size)]
     batch = concat_episodes(parts)
     return {**sg.episode_metrics(batch.steps), **shares(batch)}
 
@@ -799,6 +809,14 @@ def head_logprobs(accelerator, model, hidden, temperature: float = 1.0) -> torch
     return torch.log_softmax(logits.float() / temperature, -1)
 
 
+def written_head(trainer, rows: int, width: int) -> bool:
+    """Does the loss apply the head itself, at the written tokens only? On a CPU, where TRL's
+    fused head would project every completion position (most of a training pass), and only
+    inside the loss (the minibatch's written mask set, for this batch)."""
+    return (trainer.accelerator.device.type == "cpu" and trainer.written is not None
+            and trainer.written.shape == (rows, width))
+
+
 def make_trainer_class():
     class FreeTextGRPOTrainer(bridge.trainer_base_class()):
         """GRPOTrainer with selfguide's per-token advantages over free-text replies, the
@@ -842,11 +860,11 @@ def make_trainer_class():
                                                logits_to_keep, batch_size=None,
                                                compute_entropy=False, **kwargs):
             """TRL's log-probs of the completion's tokens (B, C) at --temperature, and their
-            entropies, with the head (49k words wide for SmolLM2) applied only where the loss
-            reads them, the tokens the model wrote: TRL applies it at every position, most of
-            a CPU's training pass. Elsewhere (TRL's scoring of a batch outside the loss) TRL's
-            own."""
-            if self.written is None or self.written.shape != (len(input_ids), logits_to_keep):
+            entropies, on a CPU with the head (49k words wide for SmolLM2) applied only where
+            the loss reads them, the tokens the model wrote (written_head). Elsewhere TRL's
+            own: its scoring of a batch outside the loss, and on an accelerator, where its
+            fused head already projects only the scored positions, in tiles."""
+            if not written_head(self, len(input_ids), logits_to_keep):
                 return super()._get_per_token_logps_and_entropies(
                     model, input_ids, attention_mask, logits_to_keep, batch_size,
                     compute_entropy, **kwargs)
@@ -883,9 +901,14 @@ def peak_memory_gib() -> float:
 
 
 def grpo_config(cfg: sg.Config, ft: FreeText, out: Path, device, positions: int):
-    """The bridge's GRPOConfig, with the free-text precision; max_completion_length (which
-    only TRL's own generation and its dr_grpo loss read) is the model's position count."""
-    return bridge.grpo_config(cfg, out, device, max_completion_length=positions, bf16=ft.bf16)
+    """The bridge's GRPOConfig, with the free-text precision and --loss. max_completion_length,
+    which only TRL's own generation and its dr_grpo loss read: under bnpo the model's position
+    count; under dr_grpo the most tokens an episode's replies can hold, --max-steps x
+    --reply-tokens, the constant each written token's loss is divided by (with the batch's
+    rollouts), whatever its reply's length."""
+    longest = cfg.max_steps * ft.reply_tokens if ft.loss == "dr_grpo" else positions
+    return bridge.grpo_config(cfg, out, device, max_completion_length=longest, bf16=ft.bf16,
+                              loss_type=ft.loss)
 
 
 # --- The command line, and one run ---

@@ -210,10 +210,18 @@ def trainer_base_class():
             self.selfguide_config = selfguide_config
             self.records, self.episodes, self.rows = [], None, None
             super().__init__(*args, **kwargs)
-            # TRL shuffles each process's rows of a generation apart (a torch.randperm of the
-            # local batch), which on P processes would make other minibatches than on one;
-            # rollout_func orders the rows itself, so that shuffle is turned off
+
+        def _prepare_inputs(self, generation_batch):
+            """TRL's, without its shuffle of each process's rows of a generation (a
+            torch.randperm of the local batch), which on P processes would make other
+            minibatches than on one: rollout_func orders the rows itself. The shuffle is put
+            back after, so other GRPOTrainers in the process keep TRL's."""
+            shuffle = grpo_trainer_module.shuffle_sequence_dict
             grpo_trainer_module.shuffle_sequence_dict = lambda batch: batch
+            try:
+                return super()._prepare_inputs(generation_batch)
+            finally:
+                grpo_trainer_module.shuffle_sequence_dict = shuffle
 
         @property
         def updates_per_iteration(self) -> int:

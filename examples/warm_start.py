@@ -96,7 +96,12 @@ def trainer_class():
             logp = freetext.head_logprobs(self.accelerator, model, hidden[trained])  # (W, V)
             nll = -logp.gather(-1, labels[trained][:, None]).sum()
             count = trained.sum() if num_items_in_batch is None else num_items_in_batch
-            return nll / torch.as_tensor(count).clamp(min=1)
+            loss = nll / torch.as_tensor(count).clamp(min=1)
+            if num_items_in_batch is not None and self.args.average_tokens_across_devices:
+                # the count is all processes' and DDP averages their gradients: times P, as
+                # transformers' own Trainer.compute_loss does, or P processes learn at 1/P
+                loss = loss * self.accelerator.num_processes
+            return loss
     return RepliesOnly
 
 
@@ -105,14 +110,17 @@ def sft_config(cfg: sg.Config, ft: freetext.FreeText, out: Path, device):
     from trl import SFTConfig
     return SFTConfig(
         output_dir=str(out), seed=cfg.seed, use_cpu=device.type == "cpu", bf16=ft.bf16,
-        # --prior-batch conversations an update, four at a time (the activations' memory)
-        per_device_train_batch_size=min(cfg.prior_batch, 4),
-        gradient_accumulation_steps=max(cfg.prior_batch // 4, 1), num_train_epochs=cfg.prior_epochs,
+        # --prior-batch conversations an update, one at a time: the same loss (its count is
+        # the whole update's trained tokens) with a quarter of four's activations
+        per_device_train_batch_size=1, gradient_accumulation_steps=cfg.prior_batch,
+        num_train_epochs=cfg.prior_epochs,
         learning_rate=cfg.prior_lr, lr_scheduler_type="cosine", warmup_steps=0,
         weight_decay=0.0,
         completion_only_loss=True, assistant_only_loss=True,  # the replies, nothing else
         max_length=None,  # whole episodes: none is cut
-        activation_checkpointing=False,  # with frozen blocks it would train through them too
+        # recomputed in the backward, not kept: unless blocks are frozen, where the recompute
+        # would need gradients through them (their inputs made to require one)
+        activation_checkpointing=ft.train_layers == 0,
         logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=False)
 
 
