@@ -60,7 +60,9 @@ def compact(result: dict) -> dict:
 
 
 def load(name: str) -> dict:
-    """A kept compare.json, as compare.py writes it (expand)."""
+    """A kept compare.json, as compare.py writes it (expand), or a kept checkpoints.json."""
+    if (KEPT / name / "checkpoints.json").exists():
+        return json.loads((KEPT / name / "checkpoints.json").read_text())
     path = KEPT / name / "compare.json"
     if not path.exists():
         raise SystemExit(f"error: no {path}; `python experiments/results.py list` says what is "
@@ -91,8 +93,22 @@ def expand(result: dict) -> dict:
 
 
 def save(folder: str, name: str, commit: str | None = None) -> Path:
-    """A comparison's compare.json (compare.py's --out), compacted into results/<name>/."""
-    path = Path(folder) / "compare.json"
+    """A comparison's compare.json (compare.py's --out), compacted, or a checkpoint
+    experiment's checkpoints.json (checkpoints.py's), rounded, into results/<name>/."""
+    folder = Path(folder)
+    if (folder / "checkpoints.json").exists() and not (folder / "compare.json").exists():
+        head = (folder / "checkpoints.md").read_text().splitlines()
+        seeds = head[0].split("seeds ")[1].split(";")[0]
+        result = {"kind": "checkpoints", "command": head[1].removeprefix("Command: "),
+                  "commit": commit, "seeds": [int(s) for s in seeds.split(", ")],
+                  "per_seed": rounded(json.loads((folder / "checkpoints.json").read_text()), 6)}
+        if not commit:
+            raise SystemExit(f"error: say which commit made {folder} with --commit")
+        out = KEPT / name / "checkpoints.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, separators=(",", ":")) + "\n")
+        return out
+    path = folder / "compare.json"
     if not path.exists():
         raise SystemExit(f"error: no compare.json in {folder}: give a finished comparison's --out")
     result = json.loads(path.read_text())
@@ -101,7 +117,7 @@ def save(folder: str, name: str, commit: str | None = None) -> Path:
         raise SystemExit(f"error: {path} records no commit (made before compare.py recorded "
                          f"one): say which with --commit")
     if "command" not in result:
-        settings = (Path(folder) / "compare.md").read_text().splitlines()[1]
+        settings = (folder / "compare.md").read_text().splitlines()[1]
         result["command"] = settings.removeprefix("Command: ")
     out = KEPT / name / "compare.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -171,8 +187,13 @@ TABLES = {  # what the docs print from each kept comparison, besides compare.py'
 
 
 def tables(name: str) -> list:
-    """The tables the docs hold from results/<name>: compare.py's, then TABLES'."""
-    per_seed = load(name)["per_seed"]
+    """The tables the docs hold from results/<name>: compare.py's, then TABLES'; a checkpoint
+    experiment's, checkpoints.py's."""
+    result = load(name)
+    per_seed = result["per_seed"]
+    if result.get("kind") == "checkpoints":
+        import checkpoints
+        return [checkpoints.tables(per_seed)]
     return [compare.compare_table(per_seed)] + [table(per_seed) for table in
                                                 TABLES.get(name, [])]
 
@@ -198,7 +219,7 @@ def main(argv=None):
         print(f"{result['command']}\n(commit {result['commit']}, seeds "
               f"{', '.join(map(str, result['seeds']))})\n\n" + "\n\n".join(tables(args.name)))
     else:
-        for folder in sorted(p.parent.name for p in KEPT.glob("*/compare.json")):
+        for folder in sorted(p.parent.name for p in KEPT.glob("*/*.json")):
             print(folder)
 
 
