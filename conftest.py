@@ -38,6 +38,19 @@ def fingerprint(policy) -> str:
     return float(sum(p.detach().double().sum() for p in policy.parameters())).hex()
 
 
+def two_hand_built_episodes() -> sg.Rollouts:
+    """Two episodes of three and two steps: the first a success whose last judged move goes
+    back to its start; guides, truths and cells as the metrics' tests read them."""
+    long = torch.zeros(2, 1, dtype=torch.long)
+    return sg.Rollouts(
+        tokens=long, slots=long, logprobs=torch.zeros(2, 1),
+        guides=torch.tensor([[1, 0, 2], [0, 0, -1]]),   # positive=0, neutral=1, negative=2
+        truths=torch.tensor([[-1, 0, 0], [-1, 2, -1]]),
+        cells=torch.tensor([[0, 1, 0], [0, 1, -1]]),  # episode 0's last judged move loops
+        env_return=torch.tensor([1.0, 0.0]), steps=torch.tensor([3, 2]),
+        optimal=torch.tensor([2, 2]), mazes=torch.zeros(2, dtype=torch.long))
+
+
 def hand_advantages(batch: sg.Rollouts, cfg: sg.Config, trust: float, iteration: int = 1):
     """iteration_advantages put together by hand from the graded functions (step_rewards,
     length_neutral, composite_return, group_advantages, step_credit, per_token): the

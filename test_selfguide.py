@@ -13,7 +13,8 @@ import torch
 
 import selfguide as sg
 import toy_env
-from conftest import TINY, TINY_ARGS, fingerprint, hand_advantages, same_weights, tiny_config, tiny_policy
+from conftest import (TINY, TINY_ARGS, fingerprint, hand_advantages, same_weights, tiny_config,
+                      tiny_policy, two_hand_built_episodes)
 from toy_env import ACTIONS, GUIDES, GridWorld
 
 
@@ -1460,14 +1461,7 @@ def test_evaluation_of_a_scripted_policy_matches_a_hand_replay():
 
 
 def test_episode_metrics_on_hand_built_rollouts():
-    long = torch.zeros(2, 1, dtype=torch.long)
-    rollouts = sg.Rollouts(
-        tokens=long, slots=long, logprobs=torch.zeros(2, 1),
-        guides=torch.tensor([[1, 0, 2], [0, 0, -1]]),   # positive=0, neutral=1, negative=2
-        truths=torch.tensor([[-1, 0, 0], [-1, 2, -1]]),
-        cells=torch.tensor([[0, 1, 0], [0, 1, -1]]),  # episode 0's last judged move loops
-        env_return=torch.tensor([1.0, 0.0]), steps=torch.tensor([3, 2]),
-        optimal=torch.tensor([2, 2]), mazes=torch.zeros(2, dtype=torch.long))
+    rollouts = two_hand_built_episodes()
     metrics = sg.episode_metrics(rollouts)
     assert metrics["success"] == 0.5 and metrics["steps"] == 2.5
     assert metrics["steps_over_optimal"] == 1.5

@@ -27,7 +27,7 @@ import probe  # noqa: E402
 import prompted  # noqa: E402
 import selfguide as sg  # noqa: E402
 import toy_env  # noqa: E402
-from conftest import TINY_ARGS, same_weights, tiny_config, tiny_policy  # noqa: E402
+from conftest import TINY_ARGS, tiny_config, tiny_policy, two_hand_built_episodes  # noqa: E402
 
 MATPLOTLIB = "the figures' tests need the optional matplotlib: pip install matplotlib"
 COMPARE_ARGS = TINY_ARGS + ["--rows", "core", "--seeds", "2", "--workers", "1"]
@@ -608,14 +608,7 @@ def test_stale_moves_are_where_the_environment_says_the_stale_map_errs():
 
 
 def test_experiment_metrics_split_the_revisits_and_the_stale_moves_by_true_word(monkeypatch):
-    long = torch.zeros(2, 1, dtype=torch.long)
-    rollouts = sg.Rollouts(
-        tokens=long, slots=long, logprobs=torch.zeros(2, 1),
-        guides=torch.tensor([[1, 0, 2], [0, 0, -1]]),   # positive=0, neutral=1, negative=2
-        truths=torch.tensor([[-1, 0, 0], [-1, 2, -1]]),
-        cells=torch.tensor([[0, 1, 0], [0, 1, -1]]),  # episode 0's last judged move loops
-        env_return=torch.tensor([1.0, 0.0]), steps=torch.tensor([3, 2]),
-        optimal=torch.tensor([2, 2]), mazes=torch.zeros(2, dtype=torch.long))
+    rollouts = two_hand_built_episodes()
     cfg = tiny_config()
     metrics = instruments.experiment_metrics(rollouts, cfg)
     # judged: (guide 0, truth 0) right, (2, 0) wrong and a revisit, (0, 2) wrong
