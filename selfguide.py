@@ -737,8 +737,8 @@ def hindsight_targets(batch: Rollouts, values: dict) -> torch.Tensor:
     from s_{t-1} to s_t, and its target is the sign of V(s_t) - V(s_{t-1}): positive,
     negative, or neutral for a bump (the cell did not change). Rollout i's V leaves out its own
     visits (it is the other rollouts' of this iteration, and what earlier ones saw), so its
-    guide cannot earn its target by steering its own episode: the target is fixed before the
-    guide is written. Where V cannot tell (a cell no other rollout reached, or two cells with
+    guide cannot earn its target by steering its own episode: no word of rollout i moves
+    rollout i's targets. Where V cannot tell (a cell no other rollout reached, or two cells with
     one value) there is no target. `values` carries {(maze, cell): [discounted successes,
     visits]} across iterations: decayed by HINDSIGHT_MEMORY, then this batch's visits added
     (in place)."""

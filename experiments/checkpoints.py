@@ -146,11 +146,14 @@ def probe_table(per_seed: list[dict], key: str, label: str) -> str:
     """Each checkpoint's guide judging the fixed probe (the prior's greedy held-out episodes,
     probe.py): the same moves for every checkpoint, paired by seed against the prior. Beside
     each accuracy, the mean probability the guide puts on the true word (which moves before
-    the top word does), and the same on the stale moves where the house records them."""
+    the top word does), and the same on the stale moves where the house records them, all
+    together and by their true word (instruments.experiment_metrics)."""
     columns = [("probe_" + key, f"guide {label}"),
                ("probe_guide_true_prob_progress", "probability of the true word"),
                ("probe_guide_accuracy_stale", "stale moves: accuracy"),
-               ("probe_guide_true_prob_stale", "stale moves: probability of the true word")]
+               ("probe_guide_true_prob_stale", "stale moves: probability of the true word"),
+               ("probe_guide_true_prob_stale_negative", "the truly negative ones"),
+               ("probe_guide_true_prob_stale_positive", "the truly positive ones")]
     # a metric some seed lacks is left out: the stale moves outside the house, or results
     # made before the metric was recorded
     columns = [(k, name) for k, name in columns
