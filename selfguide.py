@@ -242,8 +242,10 @@ def step_rewards(guides: torch.Tensor, truths: torch.Tensor, source: str = "guid
 def length_neutral(rewards: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
     """Guard (--internal-return mean): each r_t divided by the episode's length, so the
     episode's internal return is the mean of its rewards rather than their sum: with the sum,
-    a policy that calls every step positive earns more the longer it stalls. rewards (N, T)
-    and steps (N,) -> (N, T); an episode of 0 steps is divided by 1."""
+    a policy that calls every step positive earns more the longer it stalls (under --credit
+    step an action's reward-to-go, 0.1 (T - 1 - t) / T for constant praise, still grows with
+    the length T: REPORT section 13). rewards (N, T) and steps (N,) -> (N, T); an episode of
+    0 steps is divided by 1."""
     return rewards / steps.clamp(min=1)[:, None]
 
 

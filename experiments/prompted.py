@@ -50,21 +50,31 @@ class Play:
                                         "(other mazes, to choose settings on)", list(MAZES))
     sampled: bool = sg.setting(True, "also play sampled at --temperature (--no-sampled: greedy "
                                      "only)")
+    draws: int = sg.setting(1, "sampled episodes per maze and format (each draw its own seeds, "
+                               "the same for both formats): a maze's success is their mean")
     against: str = sg.setting("", "other runs' --out folders, comma-separated (their "
                                   "prompted.json, the same mazes): each row paired against "
                                   "each of theirs maze by maze, e.g. a trained model against "
                                   "its warm start")
 
+    def __post_init__(self):
+        if self.draws < 1:
+            raise ValueError("--draws must be at least 1")
 
-def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool, mazes="held-out") -> dict:
-    """Every maze of the set once: selfguide's metrics, the format's failures, and per maze
-    whether it reached the goal."""
+
+def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool, mazes="held-out",
+             draws: int = 1) -> dict:
+    """Every maze of the set `draws` times (draw d from seeds cfg.seed + 10^5 d + its batch's
+    first index): selfguide's metrics and the format's failures over all episodes, and per
+    maze the share of its draws that reached the goal."""
     seeds = [MAZES[mazes] + i for i in range(cfg.eval_tasks)]
-    parts = [freetext.play(model, tokenizer, seeds[i:i + BATCH], guided, cfg, ft, cfg.seed + i,
-                           greedy=greedy) for i in range(0, len(seeds), BATCH)]
+    parts = [freetext.play(model, tokenizer, seeds[i:i + BATCH], guided, cfg, ft,
+                           cfg.seed + 10**5 * d + i, greedy=greedy)
+             for d in range(draws) for i in range(0, len(seeds), BATCH)]
     episodes = freetext.concat_episodes(parts)
+    reached = (episodes.steps.env_return > 0).float().view(draws, len(seeds))   # (draws, mazes)
     return {**sg.episode_metrics(episodes.steps), **freetext.shares(episodes),
-            "per_maze": (episodes.steps.env_return > 0).float().tolist()}
+            "per_maze": reached.mean(0).tolist()}
 
 
 def uniform_moves(cfg, first: int) -> float:
@@ -160,12 +170,13 @@ def main(argv=None):
     for how, greedy in (("greedy", True), ("sampled", False))[:2 if how_played.sampled else 1]:
         for name, guided in (("ReAct", False), ("ReAct w/ SG", True)):
             rows[f"{name}, {how}"] = play_all(model, tokenizer, cfg, ft, guided, greedy,
-                                              how_played.mazes)
+                                              how_played.mazes, 1 if greedy else how_played.draws)
             print(f"{name}, {how}: {freetext.describe(rows[f'{name}, {how}'])}", flush=True)
     text = (f"{ft.model} on {cfg.eval_tasks} {how_played.mazes} {cfg.size}x{cfg.size} mazes "
             f"(start at least {cfg.min_distance} moves away, {cfg.max_steps} moves), "
-            + (f"greedy and sampled at temperature {cfg.temperature:g}" if how_played.sampled
-               else "greedy")
+            + (f"greedy and sampled at temperature {cfg.temperature:g}"
+               + (f" ({how_played.draws} draws a maze)" if how_played.draws > 1 else "")
+               if how_played.sampled else "greedy")
             + f"; {time.perf_counter() - start:.0f} s. Command: "
             f"{compare.command_line('prompted.py', argv)}\n\n"
             f"{table(rows, against)}")

@@ -813,6 +813,38 @@ def test_prompted_pairs_each_row_against_another_run_maze_by_maze(monkeypatch, t
             prompted.main(args + ["--eval-tasks", str(mazes), "--against", str(against)])
 
 
+def test_prompted_draws_several_sampled_episodes_a_maze_and_scores_their_mean(monkeypatch,
+                                                                             tmp_path):
+    """--draws 2: each format's sampled play twice, each draw its own seeds (the same for both
+    formats); a maze's success is the mean of its draws, and the two formats are paired on it."""
+    calls = []
+
+    def fake_play(model, tokenizer, seeds, guided, cfg, ft, seed, greedy=False):
+        calls.append((guided, greedy, seed))
+        batch = sg.rollout(tiny_policy(), [0] * len(seeds), guided, tiny_config(max_steps=2),
+                           greedy=True)
+        wins = {(True, 0): [1.0, 0.0, 1.0], (True, 10**5): [1.0, 1.0, 0.0],
+                (False, 0): [0.0, 0.0, 1.0], (False, 10**5): [0.0, 0.0, 0.0]}
+        batch.env_return = torch.tensor(wins.get((guided, seed), [0.0] * len(seeds)))
+        none = torch.zeros(len(seeds), 2, dtype=torch.bool)
+        return prompted.freetext.Episodes([], [], none, none, batch, none)
+    monkeypatch.setattr(prompted.freetext, "play", fake_play)
+    monkeypatch.setattr(prompted.freetext, "load_model", lambda folder, device: (None, None))
+    monkeypatch.setattr(prompted.freetext, "model_folder", lambda name: name)
+    rows = prompted.main(["--model", "any", "--size", "4", "--min-distance", "3", "--max-steps",
+                          "2", "--eval-tasks", "3", "--draws", "2", "--seed", "0",
+                          "--out", str(tmp_path)])
+    sampled = [(guided, seed) for guided, greedy, seed in calls if not greedy]
+    assert sampled == [(False, 0), (False, 10**5), (True, 0), (True, 10**5)]
+    assert rows["ReAct w/ SG, sampled"]["per_maze"] == [1.0, 0.5, 0.5]
+    assert rows["ReAct, sampled"]["per_maze"] == [0.0, 0.0, 0.5]
+    assert rows["ReAct w/ SG, sampled"]["success"] == pytest.approx(4 / 6)
+    differences = [1.0, 0.5, 0.0]
+    assert f"sampled, paired on 3 mazes: {compare.interval_text(differences)}" in \
+        (tmp_path / "prompted.md").read_text()
+    assert "(2 draws a maze)" in (tmp_path / "prompted.md").read_text()
+
+
 def test_prompted_plays_the_held_out_or_the_tuning_mazes_greedy_or_also_sampled(monkeypatch,
                                                                                  tmp_path):
     """--mazes tuning plays selfguide's calibration mazes (never trained on, never held out);
