@@ -737,10 +737,11 @@ def hindsight_targets(batch: Rollouts, values: dict) -> torch.Tensor:
     V(s) is the success the agent reached from state s (a maze's cell, as o_t names it): the
     mean over every visit of HINDSIGHT_DISCOUNT^(moves left) x R_env. z_t judges the move
     from s_{t-1} to s_t, and its target is the sign of V(s_t) - V(s_{t-1}): positive,
-    negative, or neutral for a bump (the cell did not change). Rollout i's V leaves out its own
-    visits (it is the other rollouts' of this iteration, and what earlier ones saw), so its
-    guide cannot earn its target by steering its own episode: no word of rollout i moves
-    rollout i's targets. Where V cannot tell (a cell no other rollout reached, or two cells with
+    negative, or neutral for a bump (the cell did not change). z_t's target is fixed before z_t
+    is written (s_{t-1} and s_t are known), and rollout i's V leaves out its own visits (it is
+    the other rollouts' of this iteration, and what earlier ones saw), so a word cannot earn its
+    target by steering: it can change which moves rollout i makes later, never what a cell is
+    worth. Where V cannot tell (a cell no other rollout reached, or two cells with
     one value) there is no target. `values` carries {(maze, cell): [discounted successes,
     visits]} across iterations: decayed by HINDSIGHT_MEMORY, then this batch's visits added
     (in place)."""
@@ -769,7 +770,7 @@ def hindsight_targets(batch: Rollouts, values: dict) -> torch.Tensor:
         rest = count - mine_count
         return (total - mine_total) / rest if rest > 1e-6 else None
 
-    targets = torch.full(batch.cells.shape, -1, dtype=torch.long)
+    targets = torch.full(batch.cells.shape, -1, dtype=torch.long, device="cpu")  # filled by hand
     for i, row in enumerate(cells):
         for t in range(1, steps[i]):  # z_0 judges no move
             if row[t] == row[t - 1]:
@@ -830,6 +831,9 @@ def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: 
         guide_advantage = torch.zeros_like(action_advantage)
     elif cfg.guide_advantage in ("truth", "hindsight", "placebo"):  # +1 for the target's word,
         # -1 for another: the true progress (a control), the agent's own hindsight, or a coin
+        if targets is None and cfg.guide_advantage != "truth":  # grpo_iteration makes them
+            raise ValueError(f"--guide-advantage {cfg.guide_advantage} needs targets: "
+                             f"hindsight_targets(batch, values)")
         target = {"truth": batch.truths, "hindsight": targets}.get(cfg.guide_advantage)
         if cfg.guide_advantage == "placebo":
             target = placebo_targets(targets, control)

@@ -496,8 +496,10 @@ def test_columns_after_the_last_step_played_hold_no_guide_truth_or_cell(monkeypa
 def test_every_tensor_the_method_makes_is_on_the_policys_device(monkeypatch):
     """A CPU stand-in for a CUDA run: with PyTorch's default device set to "meta" (tensors
     without data), a tensor made without naming the policy's device lands on meta and the
-    first operation mixing it with the policy's fails. A guided rollout, an evaluation, the advantages of each internal reward and a GRPO iteration with
-    both KL terms all run, and give their results on the policy's device (the CPU)."""
+    first operation mixing it with the policy's fails. A guided rollout, an evaluation, the
+    advantages of each internal reward and a GRPO iteration with both KL terms, and one of
+    hindsight, the placebo and the exact guide KL, all run, and give their results on the
+    policy's device (the CPU)."""
     cfg = tiny_config(variant="sg_gr", schedule="immediate", kl_guide=0.1, kl_action=0.1)
     policy, reference = tiny_policy(), tiny_policy()
     state = sg.new_train_state(policy, cfg)
@@ -509,11 +511,15 @@ def test_every_tensor_the_method_makes_is_on_the_policys_device(monkeypatch):
             batch, sg.dataclasses.replace(cfg, internal_reward=source), 0.5, 1)
             for source in ("guide", "oracle", "random")]
         record = sg.grpo_iteration(policy, reference, cfg, state)
+        controls = [sg.grpo_iteration(policy, reference, sg.dataclasses.replace(
+            cfg, guide_advantage=advantage, kl_guide_exact=exact), state)
+            for advantage, exact in [("hindsight", False), ("placebo", True)]]
     finally:
         torch.set_default_device(None)
     assert {t.device.type for t in vars(batch).values()} == {"cpu"}
     assert {t.device.type for pair in advantages for t in pair} == {"cpu"}
     assert 0 <= metrics["success"] <= 1 and math.isfinite(record["kl_ref"])
+    assert all(math.isfinite(r["kl_ref"]) for r in controls)
 
 
 def test_same_seed_gives_identical_rollouts_and_greedy_ignores_the_generator():
@@ -1313,6 +1319,36 @@ def test_hindsight_targets_equal_their_definition_over_iterations_and_mazes():
     assert {maze for maze, _ in values} == {3, 4}
     assert sum((t >= 0).sum().item() for t in got) > 20  # most moves judged, some not
     assert sum(((t == 0) | (t == 2)).sum().item() for t in got) > 10
+
+
+def test_hindsight_in_the_house_pays_iteration_two_from_what_iteration_one_saw():
+    """The training loop carries V in its state: in the house every task is one maze, so the
+    targets of iteration 2 are hindsight_targets of its rollouts with iteration 1's visits
+    carried (replayed here from the batches the hook saw), not those of its batch alone."""
+    cfg = tiny_config(size=6, min_distance=2, house=True, seed=5, variant="sg_gr",
+                      guide_advantage="hindsight", iterations=2, eval_every=5)
+    policy, reference = tiny_policy(size=6), tiny_policy(seed=1, size=6)
+    state, seen = sg.new_train_state(policy, cfg), []
+    for _ in range(2):
+        sg.grpo_iteration(policy, reference, cfg, state,
+                          lambda record, batch, advantages, targets, held_out:
+                          seen.append((batch, targets)))
+    carried = {}
+    for batch, targets in seen:
+        assert torch.equal(sg.hindsight_targets(batch, carried), targets)
+    assert carried == state.values and {maze for maze, _ in carried} == {5}
+    second, targets = seen[1]
+    assert sum(batch.env_return.sum() for batch, _ in seen) > 0  # a success: V is not all 0
+    assert not torch.equal(sg.hindsight_targets(second, {}), targets)  # iteration 1 counted
+
+
+def test_hindsight_without_its_targets_is_one_clear_error():
+    cfg = tiny_config(variant="sg_gr", guide_advantage="hindsight")
+    batch = sg.rollout(tiny_policy(), [0] * 4, True, cfg, torch.Generator().manual_seed(0))
+    for advantage in ("hindsight", "placebo"):
+        with pytest.raises(ValueError, match=f"--guide-advantage {advantage} needs targets"):
+            sg.iteration_advantages(batch, sg.dataclasses.replace(
+                cfg, guide_advantage=advantage), 1.0, 1)
 
 
 def test_hindsight_forgets_what_it_has_not_seen_for_long_and_needs_another_visitor():

@@ -302,6 +302,9 @@ def test_trl_bridge_trains_with_selfguides_schedule_tasks_and_sampling(tmp_path,
     (["--kl-action", "0.05"], "beta weighs every generated token alike"),
     (["--token-mean", "per_slot"], "one token mean"),
     (["--eval-only"], "--eval-only is not run by the TRL bridge"),
+    (["--guide-advantage", "hindsight"], "--guide-advantage hindsight is not run"),
+    (["--guide-advantage", "placebo"], "--guide-advantage placebo is not run"),
+    (["--kl-guide-exact"], "--kl-guide-exact is not run"),
     (["--minibatches", "3"], "does not divide them")])
 def test_trl_bridge_refuses_what_trl_cannot_run_in_one_line(argv, message):
     bridge = trl_bridge()

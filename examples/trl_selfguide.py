@@ -114,6 +114,12 @@ def check_config(cfg: sg.Config) -> sg.Config:
         if getattr(cfg, name) not in (False, ""):
             raise SystemExit(f"error: --{name.replace('_', '-')} is not run by the TRL bridge; "
                              f"{instead}")
+    if cfg.guide_advantage in ("hindsight", "placebo"):  # both read TrainState, which TRL lacks
+        raise SystemExit(f"error: --guide-advantage {cfg.guide_advantage} is not run by the TRL "
+                         f"bridge; run it with python selfguide.py")
+    if cfg.kl_guide_exact:
+        raise SystemExit("error: --kl-guide-exact is not run by the TRL bridge; its KL is TRL's "
+                         "beta on every sampled token")
     if cfg.token_mean != "all":
         raise SystemExit("error: TRL's loss takes one token mean over the batch (--token-mean all)")
     if cfg.kl_action not in (0.0, cfg.kl_guide):

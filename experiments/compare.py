@@ -238,8 +238,8 @@ def trunk_config(cfg: sg.Config) -> sg.Config:
     without a guide slot, GRPO w/ SG for the others. Until lambda > 0, everything about the
     internal reward (its source, its form, its credit, which advantage the guide gets) is
     multiplied by zero, so those settings are reset here and rows that differ only in them
-    share one trunk. (Guides trained by the KL alone, or paid for the outcome or the truth,
-    differ from the first iteration on.)"""
+    share one trunk. (Guides trained by the KL alone, or paid for the outcome, the truth,
+    hindsight or the placebo, differ from the first iteration on.)"""
     # env's guide advantage is composite's at lambda = 0: A_env; every other differs from it
     guide_advantage = "composite" if cfg.guide_advantage == "env" else cfg.guide_advantage
     return dataclasses.replace(cfg, variant="grpo" if cfg.variant == "grpo" else "sg",
@@ -355,12 +355,12 @@ def compare_trunk(cfg: sg.Config, rows):
 
 GRADIENT_KEYS = ("guide_sensitivity", "action_sensitivity", "guide_off_prior", "guide_push",
                  "guide_push_stale_negative", "guide_push_stale_positive", "target_coverage",
-                 "target_accuracy", "target_accuracy_stale")  # selfguide's record
+                 "target_accuracy", "target_accuracy_stale")  # instruments.training_figures
 
 
 def training_means(records: list) -> dict:
     """What reached the guide over a run: each gradient diagnostic of the per-iteration
-    records (selfguide.grpo_iteration) averaged over the iterations, as train_<key>."""
+    records (instruments.training_figures) averaged over the iterations, as train_<key>."""
     means = {}
     for key in GRADIENT_KEYS:
         values = [r[key] for r in records if r.get(key) is not None]

@@ -1,14 +1,17 @@
-"""What reached the guide while a comparison trained: per row, the gradient diagnostics every
-iteration logs (selfguide's rollout_log), over the first and the last iterations, averaged
-over the seeds. REPORT section 12's tables of the gradient.
+"""What could reach the guide while a comparison trained: per row, the gradient diagnostics
+every iteration logs (instruments.training_figures, through selfguide.grpo_iteration's hook),
+over the first and the last iterations, averaged over the seeds. REPORT section 12's tables
+of the gradient.
 
     python experiments/gradient.py runs/guide-house-tuning
     python experiments/gradient.py runs/gradient-house-tuning,runs/guide-house-tuning --window 5
 
-- guide gradient: the mean over the written guides of |d log p_T(word) / d logits|, the L1
-  norm of (onehot - p_T) / T at the temperature T the guide was sampled at;
+- guide sensitivity: the mean over the written guides of |d log p_T(word) / d logits|, the L1
+  norm of (onehot - p_T) / T at the temperature T the guide was sampled at: what a unit of
+  advantage could move (the advantage itself, the clip and the KL left out; the advantage-
+  weighted figure is compare.py's guide push);
 - guides off the prior's word: the share of written guides that are not the prior's greedy word;
-- action gradient: the same norm as the guide's, over the written moves.
+- action sensitivity: the same norm as the guide's, over the written moves.
 
 The first argument is one or more comparison folders (their compare.json and each run's
 per-iteration log, seed<seed>-<row>.jsonl), comma-separated; rows without the diagnostics
@@ -40,7 +43,7 @@ def window_means(records: list, key: str, window: int) -> tuple:
 
 def run_means(log: Path, window: int) -> dict | None:
     """One run's {(key, first|last): mean} from its per-iteration log; None if it logged no
-    guide gradient (GRPO, the prompting rows)."""
+    guide sensitivity (GRPO, the prompting rows)."""
     records = [r for r in plots.read_log(log) if "iteration" in r]
     means = {(key, end): value for key in compare.GRADIENT_KEYS
              for end, value in zip(("first", "last"), window_means(records, key, window))}
@@ -72,9 +75,9 @@ def gradient_rows(folders: str, window: int) -> dict:
 
 def table(rows: dict, window: int) -> str:
     last = max(e["iterations"] for e in rows.values())
-    lines = [f"| row | seeds | guide gradient, iterations 1-{window} | the same, "
+    lines = [f"| row | seeds | guide sensitivity, iterations 1-{window} | the same, "
              f"{last - window + 1}-{last} | guides off the prior's word, 1-{window} | the same, "
-             f"{last - window + 1}-{last} | action gradient, 1-{window} |",
+             f"{last - window + 1}-{last} | action sensitivity, 1-{window} |",
              "|---|---|---|---|---|---|---|"]
     for row, e in rows.items():
         seeds = ", ".join(str(s) for s in e["seeds"])

@@ -121,7 +121,9 @@ def evaluate(policy, cfg: sg.Config, guided: bool) -> dict:
 
 def training_figures(batch: sg.Rollouts, advantages, targets, reference, cfg: sg.Config) -> dict:
     """What an update can move in the guide (the module's docstring), from one iteration's
-    rollouts, token advantages (N, L) and hindsight targets (N, T) or None."""
+    rollouts, token advantages (N, L) and hindsight targets (N, T) or None: under the placebo
+    these are the hindsight targets before its coin, so target_accuracy says how right
+    hindsight would have been on the placebo's rollouts, not what the placebo paid."""
     temperature = torch.where(batch.slots == sg.SLOT_GUIDE, cfg.guide_temperature,
                               cfg.temperature)
     sensitivity = 2 * (1 - batch.logprobs.exp()) / temperature                   # (N, L)

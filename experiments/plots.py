@@ -206,8 +206,8 @@ HINDSIGHT_LINES = [("GRPO w/ SG & GR, guides at temperature 1", "env at 1", "tab
 
 
 def plot_hindsight(folder: Path, figure_path: Path):
-    """Co-evolution with a mechanism, over training: held-out success, and on the fixed probe's
-    stale moves the guide's probability of the true word, apart for the truly negative moves
+    """Co-evolution with a mechanism, over training: held-out success, and (in the house) on
+    the fixed probe's stale moves the guide's probability of the true word, apart for the truly negative moves
     (into the stale map's dead end) and the truly positive ones (out of it); each row of
     HINDSIGHT_LINES the comparison holds, mean +- std over seeds, the prior at iteration 0."""
     plt = pyplot()
@@ -217,7 +217,11 @@ def plot_hindsight(folder: Path, figure_path: Path):
                                                        "stale moves"),
               ("probe_guide_true_prob_stale_positive", "probe: p(true word),\ntruly positive "
                                                        "stale moves")]
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.6), sharex=True)
+    # the stale panels only where the maze has a stale door (the house): elsewhere, success
+    panels = [(key, label) for key, label in panels if key in per_seed[0]["ReAct w/ SG"]["final"]]
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.7 * len(panels), 3.6), sharex=True,
+                             squeeze=False)
+    axes = axes[0]
     for axis, (key, label) in zip(axes, panels):
         for row, name, color in [line for line in HINDSIGHT_LINES if line[0] in per_seed[0]]:
             paths = [[(0, seed["ReAct w/ SG"]["final"][key])]

@@ -134,12 +134,16 @@ def cell(values, digits: int = 3) -> str:
 def paired_table(per_seed: list, rows: list, columns: list) -> str:
     """A Markdown table, a line per row: each column (metric, label, baseline row or None) is
     the metric's mean ± std over the seeds, or its paired difference to the baseline row,
-    mean [95% t-interval] ('-' for the baseline itself or where a seed lacks the metric)."""
-    lines = ["| row | " + " | ".join(label for _, label, _ in columns) + " |",
+    mean [95% t-interval] ('-' for the baseline itself or where a seed lacks the metric). A
+    column may name a fourth item, the test a row's name must pass to be shown ('-' if not)."""
+    lines = ["| row | " + " | ".join(column[1] for column in columns) + " |",
              "|---|" + "---|" * len(columns)]
     for row in rows:
         cells = []
-        for metric, _, baseline in columns:
+        for metric, _, baseline, *shown in columns:
+            if shown and not shown[0](row):
+                cells.append("-")
+                continue
             values = [seed[row]["final"].get(metric) for seed in per_seed]
             if baseline is None:
                 cells.append(cell(values))
@@ -154,7 +158,8 @@ def paired_table(per_seed: list, rows: list, columns: list) -> str:
 def hindsight_table(per_seed: list) -> str:
     """The co-evolution comparison's guide table: success against env at 1; on the fixed probe's
     stale moves, the true word's probability by true word, against the placebo; how often the
-    hindsight target was the true word in training."""
+    hindsight target was the true word in training (for hindsight's rows only: the placebo's
+    record holds the hindsight targets before its coin, not the words it paid)."""
     rows = [r for r in per_seed[0] if r != "ReAct"]
     return paired_table(per_seed, rows, [
         ("success", "held-out success", None),
@@ -164,7 +169,8 @@ def hindsight_table(per_seed: list) -> str:
         ("probe_guide_true_prob_stale_negative", "vs the placebo [95% CI]", PLACEBO_1),
         ("probe_guide_true_prob_stale_positive", "truly positive ones: p(true word)", None),
         ("probe_guide_true_prob_stale_positive", "vs the placebo [95% CI]", PLACEBO_1),
-        ("train_target_accuracy", "hindsight target = truth, in training", None)])
+        ("train_target_accuracy", "hindsight target = truth, in training", None,
+         lambda row: "hindsight" in row)])
 
 
 def default_table(per_seed: list) -> str:

@@ -1291,3 +1291,24 @@ def test_freetext_harness_runs_only_what_is_missing_and_pairs_the_seeds(tmp_path
     with pytest.raises(SystemExit):
         freetext.parse_args(["--seeds", "1,x"])
     assert "error: --seeds takes comma-separated integers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kept, panels", [("hindsight-house-tuning", 3),
+                                          ("hindsight-default-tuning", 1)])
+def test_the_hindsight_figure_draws_the_stale_panels_only_where_the_maze_has_them(
+        kept, panels, tmp_path, monkeypatch):
+    """hindsight.png from a kept comparison: success, and in the house the probe's two classes
+    of stale moves; every line starts at the prior's figure at iteration 0."""
+    import shutil
+    pytest.importorskip("matplotlib", reason=MATPLOTLIB)
+    figures = drawn(monkeypatch)
+    shutil.copytree(Path(__file__).parent / "results" / kept, tmp_path / kept)
+    plots.main([str(tmp_path / kept)])
+    figure = figures["hindsight.png"]
+    assert len(figure.axes) == panels
+    per_seed = plots.load_comparison(tmp_path / kept)["per_seed"]
+    prior = sum(seed["ReAct w/ SG"]["final"]["success"] for seed in per_seed) / len(per_seed)
+    assert figure.axes[0].get_ylabel().startswith("held-out success")
+    x, y = next((list(line.get_xdata()), list(line.get_ydata()))
+                for line in figure.axes[0].get_lines() if line.get_label() == "hindsight at 1")
+    assert x[0] == 0 and y[0] == pytest.approx(prior) and x[-1] == 150
