@@ -1181,6 +1181,25 @@ def test_a_kept_comparison_loads_as_compare_py_wrote_it_to_its_rounding(tmp_path
     assert loaded["trust"] == [sg.trust_at(cfg, u) for u in range(1, 11)] and max(loaded["trust"])
 
 
+def test_the_rise_table_reads_each_runs_probe_at_two_evaluations_and_pairs_it_with_the_placebo():
+    import results
+    def run(at50, at150):
+        return {"final": {}, "history": [(50, {"probe_guide_true_prob_stale": at50,
+                                               "success": 0.5}),
+                                         (150, {"probe_guide_true_prob_stale": at150})]}
+    per_seed = [{"ReAct w/ SG": run(0.0, 0.0), results.HINDSIGHT_1: run(0.1, 0.5),
+                 results.PLACEBO_1: run(0.0, 0.1)},
+                {"ReAct w/ SG": run(0.0, 0.0), results.HINDSIGHT_1: run(0.2, 0.4),
+                 results.PLACEBO_1: run(0.1, 0.1)}]
+    lines = results.rise_table(per_seed).splitlines()
+    assert len(lines) == 4 and "ReAct w/ SG" not in lines[2] + lines[3]
+    # rises 0.4 and 0.2 against the placebo's 0.1 and 0: differences 0.3 and 0.2
+    assert lines[2] == (f"| {results.HINDSIGHT_1} | 0.500 ± 0.000 | 0.150 ± 0.071 | "
+                        f"0.450 ± 0.071 | 0.300 ± 0.141 | "
+                        f"{compare.interval_text([0.3, 0.2])} |")
+    assert lines[3].endswith("| 0.050 ± 0.071 | - |")
+
+
 # --- the README's commands ---
 
 def test_ci_runs_the_readmes_test_command_as_written():
