@@ -282,7 +282,8 @@ def test_trl_bridge_trains_with_selfguides_schedule_tasks_and_sampling(tmp_path,
     cfg = sg.parse_config(args + ["--kl-action", "0.1"])
     sg.seed_everything(cfg.seed)
     prior = sg.load_or_train_prior(cfg, "cpu")
-    first = sg.grpo_iteration(sg.copy.deepcopy(prior), prior, cfg, sg.new_train_state(prior, cfg))
+    policy = sg.copy.deepcopy(prior)  # trained by an optimizer that holds its own parameters
+    first = sg.grpo_iteration(policy, prior, cfg, sg.new_train_state(policy, cfg))
     # named, not intersected: a figure the bridge stopped logging fails here, not drops out
     assert set(first) - set(records[0]) == NOT_IN_THE_BRIDGES_RECORD
     shared = set(first) - NOT_IN_THE_BRIDGES_RECORD

@@ -691,8 +691,9 @@ def test_training_figures_say_what_gradient_reaches_the_guide_and_how_often_it_l
     assert record["action_sensitivity"] == pytest.approx(sum(action_norms) / len(action_norms),
                                                          rel=1e-5)
     assert 0 < record["guide_push"] and "target_accuracy" not in record
-    assert "guide_sensitivity" not in sg.grpo_iteration(
-        sg.copy.deepcopy(policy), reference, cfg, sg.new_train_state(policy, cfg))
+    bare = sg.copy.deepcopy(policy)
+    assert "guide_sensitivity" not in sg.grpo_iteration(  # no hook, no figures of experiments
+        bare, reference, cfg, sg.new_train_state(bare, cfg))
     plain_cfg = tiny_config(variant="grpo", iterations=1, eval_every=5)
     plain = tiny_policy()
     unguided = sg.grpo_iteration(plain, reference, plain_cfg, sg.new_train_state(plain, plain_cfg),
