@@ -238,7 +238,7 @@ def plot_hindsight(folder: Path, figure_path: Path):
         axis.set_ylim(-0.02, 1.02)
     axes[0].legend(loc="lower right", fontsize=7)
     fig.suptitle(f"{folder.name}: a guide paid against the agent's own hindsight "
-                 f"({len(per_seed)} seeds, mean ± std)", fontsize=9)
+                 f"({len(per_seed)} seed{'s' * (len(per_seed) > 1)}, mean ± std)", fontsize=9)
     fig.tight_layout()
     figure_path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(figure_path, dpi=110)
