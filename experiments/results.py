@@ -60,9 +60,11 @@ def compact(result: dict) -> dict:
 
 
 def load(name: str) -> dict:
-    """A kept compare.json, as compare.py writes it (expand), or a kept checkpoints.json."""
-    if (KEPT / name / "checkpoints.json").exists():
-        return json.loads((KEPT / name / "checkpoints.json").read_text())
+    """A kept compare.json, as compare.py writes it (expand), or a kept checkpoints.json or
+    prompted.json."""
+    for kind in ("checkpoints", "prompted"):
+        if (KEPT / name / f"{kind}.json").exists():
+            return json.loads((KEPT / name / f"{kind}.json").read_text())
     path = KEPT / name / "compare.json"
     if not path.exists():
         raise SystemExit(f"error: no {path}; `python experiments/results.py list` says what is "
@@ -94,8 +96,20 @@ def expand(result: dict) -> dict:
 
 def save(folder: str, name: str, commit: str | None = None) -> Path:
     """A comparison's compare.json (compare.py's --out), compacted, or a checkpoint
-    experiment's checkpoints.json (checkpoints.py's), rounded, into results/<name>/."""
+    experiment's checkpoints.json (checkpoints.py's) or a prompted model's prompted.json
+    (prompted.py's), rounded, into results/<name>/."""
     folder = Path(folder)
+    if (folder / "prompted.json").exists():  # prompted.py's: a model's plays, per maze
+        head = (folder / "prompted.md").read_text().splitlines()[0]
+        if not commit:
+            raise SystemExit(f"error: say which commit made {folder} with --commit")
+        result = {"kind": "prompted", "command": head.split("Command: ")[1], "commit": commit,
+                  "seeds": [],
+                  "rows": rounded(json.loads((folder / "prompted.json").read_text()), 6)}
+        out = KEPT / name / "prompted.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, separators=(",", ":")) + "\n")
+        return out
     if (folder / "checkpoints.json").exists() and not (folder / "compare.json").exists():
         head = (folder / "checkpoints.md").read_text().splitlines()
         seeds = head[0].split("seeds ")[1].split(";")[0]
@@ -222,6 +236,9 @@ def tables(name: str) -> list:
     """The tables the docs hold from results/<name>: compare.py's, then TABLES'; a checkpoint
     experiment's, checkpoints.py's."""
     result = load(name)
+    if result.get("kind") == "prompted":
+        import prompted
+        return [prompted.table(result["rows"])]
     per_seed = result["per_seed"]
     if result.get("kind") == "checkpoints":
         import checkpoints
@@ -248,8 +265,9 @@ def main(argv=None):
         print(f"written {save(args.folder, args.name, args.commit)}")
     elif args.verb == "show":
         result = load(args.name)
-        print(f"{result['command']}\n(commit {result['commit']}, seeds "
-              f"{', '.join(map(str, result['seeds']))})\n\n" + "\n\n".join(tables(args.name)))
+        seeds = f", seeds {', '.join(map(str, result['seeds']))}" if result["seeds"] else ""
+        print(f"{result['command']}\n(commit {result['commit']}{seeds})\n\n"
+              + "\n\n".join(tables(args.name)))
     else:
         for folder in sorted(p.parent.name for p in KEPT.glob("*/*.json")):
             print(folder)

@@ -1149,7 +1149,8 @@ def test_every_kept_comparisons_tables_are_in_the_docs_as_printed():
     """Each table results.py prints from a kept compare.json stands verbatim in the report or
     the README: no figure there can drift from the numbers kept."""
     import results
-    docs = (ROOT / "experiments" / "REPORT.md").read_text() + (ROOT / "README.md").read_text()
+    docs = "".join((ROOT / doc).read_text() for doc in ("experiments/REPORT.md", "README.md",
+                                                        "examples/README.md"))
     kept = sorted(p.parent.name for p in results.KEPT.glob("*/*.json"))
     assert kept
     for name in kept:
@@ -1180,6 +1181,29 @@ def test_a_kept_comparison_loads_as_compare_py_wrote_it_to_its_rounding(tmp_path
     assert loaded["history"] == [(5, {"success": 0.1111, "steps": 20.0}), (10, {"success": 0.2222})]
     cfg = tiny_config(iterations=10, variant="sg_gr")
     assert loaded["trust"] == [sg.trust_at(cfg, u) for u in range(1, 11)] and max(loaded["trust"])
+
+
+def test_a_prompted_models_plays_are_kept_with_their_command_and_print_their_table(tmp_path,
+                                                                                 monkeypatch):
+    import prompted
+    import results
+    monkeypatch.setattr(results, "KEPT", tmp_path / "kept")
+    rows = {f"{name}, greedy": {"success": 0.5, "steps": 3.0, "unreadable": None,
+                                "unparseable": 0.0, "per_maze": [1.0, 0.0]}
+            for name in ("ReAct", "ReAct w/ SG")}
+    rows["ReAct w/ SG, greedy"].update(unreadable=0.0, guide_balanced_accuracy=0.4,
+                                       per_maze=[1.0, 1.0])
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "prompted.json").write_text(json.dumps(rows))
+    (tmp_path / "run" / "prompted.md").write_text(
+        "smollm2 on 2 mazes; 1 s. Command: python experiments/prompted.py --eval-tasks 2\n")
+    with pytest.raises(SystemExit, match="--commit"):
+        results.save(str(tmp_path / "run"), "first")
+    results.save(str(tmp_path / "run"), "first", commit="a" * 40)
+    kept = results.load("first")
+    assert kept["command"] == "python experiments/prompted.py --eval-tasks 2"
+    assert results.tables("first") == [prompted.table(rows)]
+    assert "paired on 2 mazes: +0.500" in results.tables("first")[0]
 
 
 def test_the_rise_table_reads_each_runs_probe_at_two_evaluations_and_pairs_it_with_the_placebo():
