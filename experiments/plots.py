@@ -207,9 +207,10 @@ HINDSIGHT_LINES = [("GRPO w/ SG & GR, guides at temperature 1", "env at 1", "tab
 
 def plot_hindsight(folder: Path, figure_path: Path):
     """Co-evolution with a mechanism, over training: held-out success, and (in the house) on
-    the fixed probe's stale moves the guide's probability of the true word, apart for the truly negative moves
-    (into the stale map's dead end) and the truly positive ones (out of it); each row of
-    HINDSIGHT_LINES the comparison holds, mean +- std over seeds, the prior at iteration 0."""
+    the fixed probe's stale moves the guide's probability of the true word, apart for the
+    truly negative moves (into the stale map's dead end) and the truly positive ones (out of
+    it); each row of HINDSIGHT_LINES the comparison holds, mean +- std over seeds, the prior
+    at iteration 0."""
     plt = pyplot()
     per_seed = load_comparison(folder)["per_seed"]
     panels = [("success", "held-out success (greedy)"),

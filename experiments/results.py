@@ -94,34 +94,31 @@ def expand(result: dict) -> dict:
     return result
 
 
+def keep(name: str, kind: str, result: dict) -> Path:
+    """results/<name>/<kind>.json, one compact line."""
+    out = KEPT / name / f"{kind}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, separators=(",", ":")) + "\n")
+    return out
+
+
 def save(folder: str, name: str, commit: str | None = None) -> Path:
     """A comparison's compare.json (compare.py's --out), compacted, or a checkpoint
     experiment's checkpoints.json (checkpoints.py's) or a prompted model's prompted.json
     (prompted.py's), rounded, into results/<name>/."""
     folder = Path(folder)
-    if (folder / "prompted.json").exists():  # prompted.py's: a model's plays, per maze
-        head = (folder / "prompted.md").read_text().splitlines()[0]
-        if not commit:
-            raise SystemExit(f"error: say which commit made {folder} with --commit")
-        result = {"kind": "prompted", "command": head.split("Command: ")[1], "commit": commit,
-                  "seeds": [],
-                  "rows": rounded(json.loads((folder / "prompted.json").read_text()), 6)}
-        out = KEPT / name / "prompted.json"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, separators=(",", ":")) + "\n")
-        return out
-    if (folder / "checkpoints.json").exists() and not (folder / "compare.json").exists():
-        head = (folder / "checkpoints.md").read_text().splitlines()
-        seeds = head[0].split("seeds ")[1].split(";")[0]
-        result = {"kind": "checkpoints", "command": head[1].removeprefix("Command: "),
-                  "commit": commit, "seeds": [int(s) for s in seeds.split(", ")],
-                  "per_seed": rounded(json.loads((folder / "checkpoints.json").read_text()), 6)}
-        if not commit:
-            raise SystemExit(f"error: say which commit made {folder} with --commit")
-        out = KEPT / name / "checkpoints.json"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, separators=(",", ":")) + "\n")
-        return out
+    for kind in ("prompted", "checkpoints"):  # their figures, with the command their .md heads
+        if (folder / f"{kind}.json").exists() and not (folder / "compare.json").exists():
+            if not commit:
+                raise SystemExit(f"error: say which commit made {folder} with --commit")
+            head = (folder / f"{kind}.md").read_text()
+            seeds = (head.split("seeds ")[1].split(";")[0].split(", ")
+                     if kind == "checkpoints" else [])
+            figures = rounded(json.loads((folder / f"{kind}.json").read_text()), 6)
+            return keep(name, kind, {
+                "kind": kind, "command": head.split("Command: ")[1].splitlines()[0],
+                "commit": commit, "seeds": [int(s) for s in seeds],
+                ("rows" if kind == "prompted" else "per_seed"): figures})
     path = folder / "compare.json"
     if not path.exists():
         raise SystemExit(f"error: no compare.json in {folder}: give a finished comparison's --out")
@@ -133,10 +130,7 @@ def save(folder: str, name: str, commit: str | None = None) -> Path:
     if "command" not in result:
         settings = (folder / "compare.md").read_text().splitlines()[1]
         result["command"] = settings.removeprefix("Command: ")
-    out = KEPT / name / "compare.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(compact(result), separators=(",", ":")) + "\n")
-    return out
+    return keep(name, "compare", compact(result))
 
 
 def cell(values, digits: int = 3) -> str:
@@ -192,19 +186,14 @@ def rise_table(per_seed: list, key: str = "probe_guide_true_prob_stale",
     """Whether the guide's judgement follows the policy's competence: on the fixed probe's
     stale moves, the true word's probability at iteration `start` and at `end` (the
     evaluations there), and its rise, against the placebo's rise; held-out success beside."""
-    def at(run, metric, iteration):
-        return dict(run["history"]).get(iteration, {}).get(metric)
+    def two_evaluations(run):  # a run's figures at the two evaluations, as paired_table reads them
+        at = dict(run["history"])
+        first, last = (at.get(i, {}).get(key) for i in (start, end))
+        return {"final": {"success_start": at.get(start, {}).get("success"), "at_start": first,
+                          "at_end": last, "rise": None if None in (first, last) else last - first}}
 
     rows = [r for r in per_seed[0] if r not in ("ReAct", "ReAct w/ SG")]
-    figures = [{row: {"final": {
-        "at_start": at(seed[row], key, start), "at_end": at(seed[row], key, end),
-        "success_start": at(seed[row], "success", start)}} for row in rows}
-        for seed in per_seed]
-    for seed in figures:
-        for run in seed.values():
-            start_value, end_value = run["final"]["at_start"], run["final"]["at_end"]
-            run["final"]["rise"] = (None if None in (start_value, end_value)
-                                    else end_value - start_value)
+    figures = [{row: two_evaluations(seed[row]) for row in rows} for seed in per_seed]
     return paired_table(figures, rows, [
         ("success_start", f"held-out success, iteration {start}", None),
         ("at_start", f"probe, stale moves: p(true word), iteration {start}", None),
