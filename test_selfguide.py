@@ -1725,7 +1725,7 @@ def check_shown_episode(episode: str, seed: int, cfg) -> list:
     assert len(moves) == info["steps"] > 0
     assert steps[0][1] == ["(no", "move", "yet)"]
     for (_, verdict, _), truth in zip(steps[1:], truths):  # the guide at t judges move t-1
-        assert verdict[0].rstrip(":") == sg.MOVE_TRUTH[truth]
+        assert verdict[0].rstrip(":") == toy_env.MOVE_TRUTH[truth]
     lines = episode.splitlines()
     top = next(i for i, line in enumerate(lines) if "(S start, * path, A agent)" in line) + 1
     drawn = [line[2 + cfg.size + 4:] for line in lines[top:top + cfg.size]]

@@ -356,6 +356,45 @@ class GridWorld:
         return "\n".join(rows)
 
 
+MOVE_TRUTH = {"positive": "closer", "neutral": "bumped", "negative": "farther"}  # by true polarity
+
+
+def episode_text(env: GridWorld, seed: int, guides, moves, title: str) -> str:
+    """An episode replayed in `env` from task `seed`, for a reader, in 80 columns: per step the
+    observation, the guide written (guides[t], None where there is none), what the move it
+    judges truly did and whether the guide was right, the move; then the maze with the path
+    walked, and the outcome. The truth comes from the replay, never from the agent."""
+    observation, info = env.reset(seed=seed)
+    start, start_map = info["position"], env.render().splitlines()
+    rows, path, truth, right, judged = [], [start], None, 0, 0
+    for t, (guide, move) in enumerate(zip(guides, moves)):
+        verdict = MOVE_TRUTH[truth] if truth else "(no move yet)"
+        if truth and guide:
+            right, judged = right + (guide == truth), judged + 1
+            verdict += ": right" if guide == truth else ": WRONG"
+        rows.append((t + 1, observation, guide or "-", verdict, move))
+        observation, _, _, _, info = env.step(move)
+        truth = true_polarity(info["progress"])  # what the next guide judges
+        path.append(info["position"])
+    width = max(len(o) for _, o, *_ in rows)
+    lines = [f"{title}: the shortest path is {info['optimal_steps']} moves",
+             f"  t  {'observation':<{width}}  guide     last move        action"]
+    lines += [f"{t:>3}  {o:<{width}}  {g:<8}  {v:<15}  {m}" for t, o, g, v, m in rows]
+    walked = [list(row) for row in env.render().splitlines()]
+    for r, c in path:
+        if (r, c) != path[-1]:  # the agent's cell keeps its A
+            walked[r][c] = "S" if (r, c) == start else "*"
+    lines += ["", f"  {'start':<{env.size + 4}}after {len(moves)} moves (S start, * path, A agent)"]
+    lines += [f"  {a:<{env.size + 4}}{''.join(b)}" for a, b in zip(start_map, walked)]
+    outcome = (f"reached the goal in {len(moves)} moves (shortest {info['optimal_steps']})"
+               if info["success"] else
+               f"did not reach the goal in {len(moves)} moves; it ended {info['distance']} "
+               f"moves away")
+    guide_line = ([f"its guide was right about {right} of the {judged} moves it judged"]
+                  if judged else [])
+    return "\n".join(lines + ["", outcome] + guide_line)
+
+
 @functools.lru_cache(maxsize=2**16)  # a maze repeats its observations
 def parse_observation(observation: str):
     """(position, goal, blocked letters, cue) from an observation string, the cue one of CUES,
