@@ -522,11 +522,13 @@ def command_line(script: str, argv=None) -> str:
     return f"python experiments/{script} " + " ".join(sys.argv[1:] if argv is None else argv)
 
 
-def write_results(out: Path, stem: str, text: str, data):
-    """A harness's results: its text as <stem>.md, its numbers as <stem>.json; the text printed."""
+def write_results(out: Path, stem: str, text: str, data, quiet: bool = False):
+    """A harness's results: its text as <stem>.md, its numbers as <stem>.json; the text printed
+    unless quiet."""
     sg.write_atomic(out / f"{stem}.md", text + "\n")
     sg.write_atomic(out / f"{stem}.json", json.dumps(data))
-    print(f"\n{text}\n\nwritten to {out}/{stem}.md")
+    if not quiet:
+        print(f"\n{text}\n\nwritten to {out}/{stem}.md")
 
 
 # --- the comparison: resumable, refused when another command owns the folder ---

@@ -16,8 +16,9 @@ assessments, replies without a move) and the guide's balanced and progress accur
 the maze's truth; the two formats are paired on the same mazes: the mean difference in
 success with its 95% t-interval over the mazes. --against pairs each row with other runs'
 on the same mazes (a trained model against the one it started from, or another trained
-one). The free-text path (examples/trl_freetext.py) plays every episode; this file only
-tallies.
+one). Each play is written to --out as it ends, so a long run stopped midway keeps the plays
+it finished (its heading says how many). The free-text path (examples/trl_freetext.py) plays
+every episode; this file only tallies.
 """
 from __future__ import annotations
 
@@ -107,14 +108,15 @@ def table(rows: dict, against: dict | None = None) -> str:
                      f"{sg.metric_text(m.get('guide_progress_accuracy'), 3)} | "
                      f"{sg.metric_text(m.get('share_positive'), 2)} |")
     lines.append("")
-    for how in [h for h in ("greedy", "sampled") if f"ReAct, {h}" in rows]:
+    for how in [h for h in ("greedy", "sampled")
+                if f"ReAct, {h}" in rows and f"ReAct w/ SG, {h}" in rows]:
         lines.append(paired_line("ReAct w/ SG - ReAct", how, rows[f"ReAct w/ SG, {how}"],
                                  rows[f"ReAct, {how}"]))
     for other, theirs in (against or {}).items():
-        for how in [h for h in ("greedy", "sampled")
-                    if f"ReAct, {h}" in theirs and f"ReAct, {h}" in rows]:
+        for how in ("greedy", "sampled"):
             for mine, their in [(a, b) for a in ("ReAct", "ReAct w/ SG")
-                                for b in ("ReAct", "ReAct w/ SG")]:
+                                for b in ("ReAct", "ReAct w/ SG")
+                                if f"{a}, {how}" in rows and f"{b}, {how}" in theirs]:
                 lines.append(paired_line(f"{mine} - {other}'s {their}", how,
                                          rows[f"{mine}, {how}"], theirs[f"{their}, {how}"]))
     return "\n".join(lines)
@@ -167,19 +169,24 @@ def main(argv=None):
                for folder in how_played.against.split(",") if folder}
     model, tokenizer = freetext.load_model(folder, device)
     start, rows = time.perf_counter(), {}
-    for how, greedy in (("greedy", True), ("sampled", False))[:2 if how_played.sampled else 1]:
-        for name, guided in (("ReAct", False), ("ReAct w/ SG", True)):
-            rows[f"{name}, {how}"] = play_all(model, tokenizer, cfg, ft, guided, greedy,
-                                              how_played.mazes, 1 if greedy else how_played.draws)
-            print(f"{name}, {how}: {freetext.describe(rows[f'{name}, {how}'])}", flush=True)
-    text = (f"{ft.model} on {cfg.eval_tasks} {how_played.mazes} {cfg.size}x{cfg.size} mazes "
-            f"(start at least {cfg.min_distance} moves away, {cfg.max_steps} moves), "
-            + (f"greedy and sampled at temperature {cfg.temperature:g}"
-               + (f" ({how_played.draws} draws a maze)" if how_played.draws > 1 else "")
-               if how_played.sampled else "greedy")
-            + f"; {time.perf_counter() - start:.0f} s. Command: "
-            f"{compare.command_line('prompted.py', argv)}\n\n"
-            f"{table(rows, against)}")
+    hows = (("greedy", True), ("sampled", False))[:2 if how_played.sampled else 1]
+    plays = [(how, greedy, name, guided) for how, greedy in hows
+             for name, guided in (("ReAct", False), ("ReAct w/ SG", True))]
+    for done, (how, greedy, name, guided) in enumerate(plays, 1):
+        rows[f"{name}, {how}"] = play_all(model, tokenizer, cfg, ft, guided, greedy,
+                                          how_played.mazes, 1 if greedy else how_played.draws)
+        print(f"{name}, {how}: {freetext.describe(rows[f'{name}, {how}'])}", flush=True)
+        text = (f"{ft.model} on {cfg.eval_tasks} {how_played.mazes} {cfg.size}x{cfg.size} mazes "
+                f"(start at least {cfg.min_distance} moves away, {cfg.max_steps} moves), "
+                + (f"greedy and sampled at temperature {cfg.temperature:g}"
+                   + (f" ({how_played.draws} draws a maze)" if how_played.draws > 1 else "")
+                   if how_played.sampled else "greedy")
+                + (f"; {time.perf_counter() - start:.0f} s" if done == len(plays) else
+                   f"; stopped or still playing: {done} of {len(plays)} plays done")
+                + f". Command: {compare.command_line('prompted.py', argv)}\n\n"
+                f"{table(rows, against)}")
+        if done < len(plays):  # each play kept as it ends: a long run stopped keeps what it played
+            compare.write_results(out, "prompted", text, rows, quiet=True)
     compare.write_results(out, "prompted", text, rows)
     return rows
 

@@ -846,6 +846,34 @@ def test_prompted_draws_several_sampled_episodes_a_maze_and_scores_their_mean(mo
     assert "(2 draws a maze)" in (tmp_path / "prompted.md").read_text()
 
 
+def test_a_prompted_run_stopped_midway_keeps_the_plays_it_finished(monkeypatch, tmp_path):
+    """Each play is written as it ends: a run stopped in its sampled plays keeps both greedy
+    rows, paired, and says how far it got; the finished run's files replace them."""
+    def fake_play(model, tokenizer, seeds, guided, cfg, ft, seed, greedy=False):
+        if not greedy:
+            raise KeyboardInterrupt
+        batch = sg.rollout(tiny_policy(), [0] * len(seeds), guided, tiny_config(max_steps=2),
+                           greedy=True)
+        batch.env_return = torch.tensor([1.0, 0.0, 1.0] if guided else [0.0, 0.0, 1.0])
+        none = torch.zeros(len(seeds), 2, dtype=torch.bool)
+        return prompted.freetext.Episodes([], [], none, none, batch, none)
+    monkeypatch.setattr(prompted.freetext, "play", fake_play)
+    monkeypatch.setattr(prompted.freetext, "load_model", lambda folder, device: (None, None))
+    monkeypatch.setattr(prompted.freetext, "model_folder", lambda name: name)
+    args = ["--model", "any", "--size", "4", "--min-distance", "3", "--max-steps", "2",
+            "--eval-tasks", "3", "--seed", "0", "--out", str(tmp_path)]
+    with pytest.raises(KeyboardInterrupt):
+        prompted.main(args)
+    kept = json.loads((tmp_path / "prompted.json").read_text())
+    assert list(kept) == ["ReAct, greedy", "ReAct w/ SG, greedy"]
+    assert kept["ReAct w/ SG, greedy"]["per_maze"] == [1.0, 0.0, 1.0]
+    text = (tmp_path / "prompted.md").read_text()
+    assert "stopped or still playing: 2 of 4 plays done" in text
+    assert f"greedy, paired on 3 mazes: {compare.interval_text([1.0, 0.0, 0.0])}" in text
+    prompted.main(args + ["--no-sampled"])
+    assert "plays done" not in (tmp_path / "prompted.md").read_text()
+
+
 def test_prompted_plays_the_held_out_or_the_tuning_mazes_greedy_or_also_sampled(monkeypatch,
                                                                                  tmp_path):
     """--mazes tuning plays selfguide's calibration mazes (never trained on, never held out);
