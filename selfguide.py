@@ -240,10 +240,12 @@ def step_rewards(guides: torch.Tensor, truths: torch.Tensor, source: str = "guid
 
 
 def length_neutral(rewards: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
-    """Guard (--internal-return mean): r_t / T, so the internal return is the mean of the
-    rewards, not their sum, which pays a policy that praises every step the more the longer it
-    stalls (under step credit a_t's reward-to-go still grows with T: REPORT section 13).
-    rewards (N, T) and steps (N,) -> (N, T); an episode of 0 steps is divided by 1."""
+    """Guard (--internal-return mean): each r_t divided by the episode's length, so the
+    episode's internal return is the mean of its rewards rather than their sum: with the sum,
+    a policy that calls every step positive earns more the longer it stalls (under --credit
+    step an action's reward-to-go, 0.1 (T - 1 - t) / T for constant praise, still grows with
+    the length T: REPORT section 13). rewards (N, T) and steps (N,) -> (N, T); an episode of
+    0 steps is divided by 1."""
     return rewards / steps.clamp(min=1)[:, None]
 
 
@@ -251,10 +253,14 @@ def length_neutral(rewards: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
 
 def trust_schedule(iteration: int, total: int, kind: str = "trapezoid",
                    enter_at: float = 0.5) -> float:
-    """lambda(u) for training iteration u in 1..total. trapezoid: the paper's (80 iterations:
-    0-40 at 0, 40-50 linear to 1, 50-70 at 1, 70-80 back to 0) as fractions of training, the
-    rise starting at enter_at; no_anneal: the rise alone; immediate: 1; never: 0. Any other
-    kind is a ValueError that names the four."""
+    """lambda(u) for training iteration u in 1..total.
+
+    trapezoid (the paper, 80 iterations: 0-40 warm-up at 0, 40-50 linear to 1, 50-70 at 1,
+    70-80 linear back to 0), here as fractions of training, with f = u / total:
+    rise = clip((f - enter_at) / (1/8), 0, 1), fall = clip((1 - f) / (1/8), 0, 1) and
+    lambda = min(rise, fall): 0 until enter_at (0.5), 1 from enter_at + 1/8 to 7/8, 0 at the
+    last iteration. no_anneal is the rise alone; immediate is 1 throughout; never is 0
+    throughout. Any other kind is a ValueError that names the four."""
     if kind == "never":
         return 0.0
     if kind == "immediate":
@@ -278,9 +284,11 @@ def trust_at(cfg: Config, iteration: int) -> float:
 # --- Self-Guide: composite return (Sec. 3, R(tau; u) = R_env(tau) + lambda(u) * sum_t r_t) ---
 
 def composite_return(env_return, rewards, trust: float):
-    """env_return (N,), rewards (N, T), 0 where no guide -> (R, sum_t r_t), each (N,). GRPO
-    trains on R's group advantage under --credit trajectory (the paper); step credit (below)
-    normalises R_env and the r_t apart, and R gives the log its share of flat groups."""
+    """R = R_env + trust * internal_return, with internal_return = sum_t r_t (a step without a
+    guide has r_t = 0). env_return: (N,); rewards: (N, T). Returns (R, internal_return),
+    each (N,). GRPO trains on R's group advantage under --credit trajectory (the paper); under
+    the default step credit (below) R_env and the r_t are normalised apart, and R gives only
+    the log its share of groups whose R is flat (zero_variance_groups)."""
     internal_return = rewards.sum(1)
     return env_return + trust * internal_return, internal_return
 
@@ -309,15 +317,25 @@ def group_advantages(returns: torch.Tensor, eps: float = 1e-6, scale: bool = Tru
 
 def step_credit(env_advantages, rewards, trust: float, group_size: int, scale: bool = True,
                 eps: float = 1e-6, own: bool = False):
-    """The action advantages of step credit, as the module docstring writes them: each action
-    is credited only with the internal rewards that judge it or later moves (the guide z_t+1
-    judges a_t; a reward written before a_t cannot be its doing). env_advantages (N,), the
-    group advantages of R_env; rewards (N, T), r_t of the guide written at step t -> (N, T),
-    the advantages of a_t; with own=True of z_t, credited from its own r_t on (a guide under
-    --guide-advantage composite). The two rewards are normalised apart, so lambda weighs the
-    internal advantage in every group, also one where every rollout failed (the paper's joint
-    (R - mean R) / std R scales it to unit size whatever lambda is). scale=False (Dr. GRPO)
-    drops both divisions; at lambda = 0 this is exactly A_env."""
+    """Per-step advantages that credit each action only with the internal rewards that judge
+    it or later moves. env_advantages: (N,), group_advantages of R_env; rewards: (N, T), r_t
+    of the guide written at step t (which judges move t-1). Returns the advantages (N, T) of
+    a_t, or with own=True of z_t:
+
+        A_{i,t} = A_i^env + lambda * (G_{i,t} - mean_j G_{j,t}) / (std_j I_j + eps)
+
+    G_{i,t} = r_{i,t+1} + r_{i,t+2} + ... is the internal reward-to-go of a_t: the guide
+    z_{t+1} judges a_t, and a reward written before a_t cannot be its doing. The baseline is
+    the group's mean reward-to-go at the same step (0 for a rollout that has ended); the
+    scale is the group's std of the internal returns I_j = sum_t r_{j,t}, one scale for all
+    steps of the group. The two rewards are normalised apart: the environment's advantage
+    stays plain GRPO's, and lambda weighs the internal advantage in every group, also in one
+    where every rollout failed, which the paper's joint (R - mean R) / std R scales to unit
+    size whatever lambda is. A group whose internal returns are all equal (a constant guide)
+    adds nothing. A guide z_t, when it gets the composite advantage (--guide-advantage
+    composite), is credited from its own reward r_t on (own=True). scale=False (Dr. GRPO)
+    drops the division by std_j I_j (env_advantages, made by the caller, drop theirs). At
+    lambda = 0 this is exactly A_i^env."""
     num_groups, horizon = len(rewards) // group_size, rewards.shape[1]
     to_go = rewards.flip(1).cumsum(1).flip(1)          # (N, T): r_t + r_{t+1} + ..., z_t's own on
     internal = to_go[:, 0].view(num_groups, group_size)  # (num_groups, G): I_j
@@ -351,11 +369,14 @@ KL_LOG_RATIO_MAX = 20.0  # see grpo_loss; below it the loss is the formula's, to
 
 def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
               reference_logprobs=None, kl_weights=None):
-    """The module docstring's loss. All inputs (N, L), aligned with the tokens: slots marks the
-    guide and action tokens; advantages and kl_weights are per token (guides and actions
-    weighted apart); x = log ref - log pi is clamped at KL_LOG_RATIO_MAX. Returns (loss, stats):
-    the clip fraction, the approximate KL to the rollout policy and the mean KL to the
-    reference, over the generated tokens."""
+    """All inputs (N, L), aligned with the tokens; slots marks the guide and action tokens,
+    advantages each token's advantage, kl_weights the KL weight per token (guide and action
+    weighted apart).
+
+    loss = mean over generated tokens of -min(rho A, clip(rho) A) + kl_weights * KL_k3(pi || ref),
+    rho = exp(log pi - log pi_old), KL_k3 = e^x - x - 1 with x = log ref - log pi clamped at
+    KL_LOG_RATIO_MAX. Returns (loss, stats): the clip fraction, the approximate KL to the
+    rollout policy and the mean KL to the reference, over the generated tokens."""
     generated = slots != SLOT_CONTEXT
     log_ratio = torch.where(generated, new_logprobs - old_logprobs, 0.0)
     ratio = log_ratio.exp()

@@ -38,6 +38,9 @@ and remember, says so in one word, and lets that judgement steer its next move. 
 it judges by a Manhattan-distance heuristic; with the cue (or dist:K, which it compares with
 the last step's) it reads the truth but misjudges a share of its moves.
 
+`episode_text` replays an agent's episode for a reader: each guide against what its move truly
+did, and the path drawn on the map (selfguide.py --show).
+
     python toy_env.py            # print a maze, and the demonstrator's figures on 1,000 seeds
 
 The API follows gymnasium's (reset / step / render) without depending on it.
@@ -367,7 +370,8 @@ def episode_text(env: GridWorld, seed: int, guides, moves, title: str) -> str:
     observation, info = env.reset(seed=seed)
     start, start_map = info["position"], env.render().splitlines()
     rows, path, truth, right, judged = [], [start], None, 0, 0
-    for t, (guide, move) in enumerate(zip(guides, moves)):
+    for t, move in enumerate(moves):
+        guide = guides[t] if t < len(guides) else None
         verdict = MOVE_TRUTH[truth] if truth else "(no move yet)"
         if truth and guide:
             right, judged = right + (guide == truth), judged + 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -105,7 +106,8 @@ def keep(name: str, kind: str, result: dict) -> Path:
 def save(folder: str, name: str, commit: str | None = None) -> Path:
     """A comparison's compare.json (compare.py's --out), compacted, or a checkpoint
     experiment's checkpoints.json (checkpoints.py's) or a prompted model's prompted.json
-    (prompted.py's), rounded, into results/<name>/."""
+    (prompted.py's), rounded, into results/<name>/; a prompted run stopped midway is kept
+    with what it played, marked partial."""
     folder = Path(folder)
     for kind in ("prompted", "checkpoints"):  # their figures, with the command their .md heads
         if (folder / f"{kind}.json").exists() and not (folder / "compare.json").exists():
@@ -115,10 +117,12 @@ def save(folder: str, name: str, commit: str | None = None) -> Path:
             seeds = (head.split("seeds ")[1].split(";")[0].split(", ")
                      if kind == "checkpoints" else [])
             figures = rounded(json.loads((folder / f"{kind}.json").read_text()), 6)
+            stopped = re.search(r"stopped or still playing: \d+ of \d+ plays done", head)
             return keep(name, kind, {
                 "kind": kind, "command": head.split("Command: ")[1].splitlines()[0],
                 "commit": commit, "seeds": [int(s) for s in seeds],
-                ("rows" if kind == "prompted" else "per_seed"): figures})
+                ("rows" if kind == "prompted" else "per_seed"): figures,
+                **({"partial": stopped.group(0)} if stopped else {})})
     path = folder / "compare.json"
     if not path.exists():
         raise SystemExit(f"error: no compare.json in {folder}: give a finished comparison's --out")
@@ -227,7 +231,8 @@ def tables(name: str) -> list:
     result = load(name)
     if result.get("kind") == "prompted":
         import prompted
-        return [prompted.table(result["rows"])]
+        return [prompted.table(result["rows"])] + ([result["partial"]] if "partial" in result
+                                                    else [])  # a run stopped midway says so
     per_seed = result["per_seed"]
     if result.get("kind") == "checkpoints":
         import checkpoints

@@ -802,6 +802,10 @@ def test_prompted_pairs_each_row_against_another_run_maze_by_maze(monkeypatch, t
     two = prompted.table(trained, {"runs/warm": warm, "runs/other": trained})
     assert "- ReAct - runs/other's ReAct, sampled, paired on 3 mazes: +0.000" in two
     assert two.count("runs/warm's") == 4 and two.count("runs/other's") == 8
+    partial = {"ReAct, greedy": trained["ReAct, greedy"]}  # a run stopped after one play
+    text = prompted.table(partial, {"runs/warm": warm})
+    assert text.count("runs/warm's") == 2 and "ReAct w/ SG - " not in text
+    assert prompted.table(trained, {"runs/warm": partial}).count("runs/warm's") == 2
     (tmp_path / "prompted.json").write_text(json.dumps(warm))
     assert prompted.read_against(str(tmp_path), 3) == warm
     monkeypatch.setattr(prompted.freetext, "load_model", lambda *a: pytest.fail("played"))
@@ -1232,6 +1236,13 @@ def test_a_prompted_models_plays_are_kept_with_their_command_and_print_their_tab
     assert kept["command"] == "python experiments/prompted.py --eval-tasks 2"
     assert results.tables("first") == [prompted.table(rows)]
     assert "paired on 2 mazes: +0.500" in results.tables("first")[0]
+    (tmp_path / "run" / "prompted.md").write_text(
+        "smollm2 on 2 mazes; stopped or still playing: 2 of 4 plays done. Command: python "
+        "experiments/prompted.py --eval-tasks 2\n")  # a run stopped midway: kept, marked
+    results.save(str(tmp_path / "run"), "stopped", commit="a" * 40)
+    assert results.tables("stopped") == [prompted.table(rows),
+                                         "stopped or still playing: 2 of 4 plays done"]
+    assert "partial" not in results.load("first")
 
 
 def test_the_rise_table_reads_each_runs_probe_at_two_evaluations_and_pairs_it_with_the_placebo():
