@@ -172,22 +172,22 @@ def main(argv=None):
     hows = (("greedy", True), ("sampled", False))[:2 if how_played.sampled else 1]
     plays = [(how, greedy, name, guided) for how, greedy in hows
              for name, guided in (("ReAct", False), ("ReAct w/ SG", True))]
+    played = (f"{ft.model} on {cfg.eval_tasks} {how_played.mazes} {cfg.size}x{cfg.size} mazes "
+              f"(start at least {cfg.min_distance} moves away, {cfg.max_steps} moves), "
+              + (f"greedy and sampled at temperature {cfg.temperature:g}"
+                 + (f" ({how_played.draws} draws a maze)" if how_played.draws > 1 else "")
+                 if how_played.sampled else "greedy"))
     for done, (how, greedy, name, guided) in enumerate(plays, 1):
         rows[f"{name}, {how}"] = play_all(model, tokenizer, cfg, ft, guided, greedy,
                                           how_played.mazes, 1 if greedy else how_played.draws)
         print(f"{name}, {how}: {freetext.describe(rows[f'{name}, {how}'])}", flush=True)
-        text = (f"{ft.model} on {cfg.eval_tasks} {how_played.mazes} {cfg.size}x{cfg.size} mazes "
-                f"(start at least {cfg.min_distance} moves away, {cfg.max_steps} moves), "
-                + (f"greedy and sampled at temperature {cfg.temperature:g}"
-                   + (f" ({how_played.draws} draws a maze)" if how_played.draws > 1 else "")
-                   if how_played.sampled else "greedy")
-                + (f"; {time.perf_counter() - start:.0f} s" if done == len(plays) else
-                   f"; stopped or still playing: {done} of {len(plays)} plays done")
-                + f". Command: {compare.command_line('prompted.py', argv)}\n\n"
-                f"{table(rows, against)}")
-        if done < len(plays):  # each play kept as it ends: a long run stopped keeps what it played
-            compare.write_results(out, "prompted", text, rows, quiet=True)
-    compare.write_results(out, "prompted", text, rows)
+        finished = done == len(plays)
+        status = (f"{time.perf_counter() - start:.0f} s" if finished else
+                  f"stopped or still playing: {done} of {len(plays)} plays done")
+        # each play kept as it ends: a long run stopped midway keeps what it played
+        compare.write_results(out, "prompted", f"{played}; {status}. Command: "
+                              f"{compare.command_line('prompted.py', argv)}\n\n"
+                              f"{table(rows, against)}", rows, quiet=not finished)
     return rows
 
 
