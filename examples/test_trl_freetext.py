@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import selfguide as sg  # noqa: E402
-from conftest import TINY_ARGS, tiny_config  # noqa: E402
+from conftest import TINY_ARGS, tiny_config, tiny_policy  # noqa: E402
 
 if not (Path(__file__).resolve().parent / "trl_freetext.py").exists():
     pytest.skip("examples/trl_freetext.py is not here", allow_module_level=True)
@@ -175,6 +175,32 @@ def test_a_move_into_a_wall_is_said_so_in_the_next_turn_with_example(monkeypatch
         batch = freetext.play(None, tokenizer, [3], True, cfg, freetext.FreeText(example=example), 0)
         shown = observations_of(tokenizer, batch, 0)[1:4]
         assert shown == (expected if example else [e.split(" blocked:")[0] for e in expected])
+
+
+def test_a_runs_evaluation_plays_the_mazes_asked_for_greedy_in_batches(monkeypatch, capsys):
+    """--mazes tuning: the run's evaluations play selfguide's calibration mazes (settings are
+    chosen on them without seeing a held-out maze), --eval-batch at a time, greedily."""
+    played = []
+
+    def fake_play(model, tokenizer, seeds, guided, cfg, ft, seed, greedy=False):
+        played.append((list(seeds), guided, greedy))
+        return freetext.Episodes([], [], torch.zeros(len(seeds), 2, dtype=torch.bool),
+                                 torch.zeros(len(seeds), 2, dtype=torch.bool),
+                                 sg.rollout(tiny_policy(), [0] * len(seeds), guided,
+                                            tiny_config(max_steps=2), greedy=True),
+                                 torch.zeros(len(seeds), 2, dtype=torch.bool))
+    monkeypatch.setattr(freetext, "play", fake_play)
+    cfg = tiny_config(eval_tasks=5)
+    for mazes, first in [("tuning", sg.CALIBRATION_SEED_BASE), ("held-out", sg.EVAL_SEED_BASE)]:
+        played.clear()
+        metrics = freetext.evaluate(None, None, cfg, freetext.FreeText(mazes=mazes, eval_batch=2),
+                                    True)
+        assert played == [([first + i for i in range(k, min(k + 2, 5))], True, True)
+                          for k in (0, 2, 4)]
+        assert {"success", "unreadable", "unparseable"} <= set(metrics)
+    with pytest.raises(SystemExit):
+        freetext.parse_config(["--mazes", "others"])
+    assert "argument --mazes: invalid choice: 'others'" in capsys.readouterr().err
 
 
 def test_a_reply_cut_at_the_cap_has_its_turn_closed_and_is_counted(monkeypatch):

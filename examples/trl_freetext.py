@@ -77,6 +77,10 @@ from toy_env import ACTIONS, GUIDES  # noqa: E402
 setting = sg.setting
 
 
+MAZES = {"held-out": sg.EVAL_SEED_BASE,  # selfguide's held-out tasks, never trained on
+         "tuning": sg.CALIBRATION_SEED_BASE}  # its calibration mazes: to choose settings on
+
+
 @dataclass
 class FreeText:
     """The settings of the free-text path, beside selfguide.py's."""
@@ -112,6 +116,9 @@ class FreeText:
                         ["bnpo", "dr_grpo"])
     eval_batch: int = setting(250, "held-out episodes played at once (fewer: less memory; a chat "
                                    "model's evaluation sets a run's peak)")
+    mazes: str = setting("held-out", "the mazes evaluated on: held-out (the tasks every table "
+                                     "reports), or tuning (other mazes, to choose settings on)",
+                         list(MAZES))
 
     def __post_init__(self):
         if self.vocab < 64 or self.reply_tokens < 4 or min(self.turn_updates,
@@ -746,9 +753,9 @@ def concat_episodes(parts) -> Episodes:
 
 
 def evaluate(model, tokenizer, cfg: sg.Config, ft: FreeText, guided: bool) -> dict:
-    """Greedy replies on selfguide's held-out tasks, --eval-batch at once: its metrics, and the
+    """Greedy replies on the --mazes, --eval-batch at once: selfguide's metrics, and the
     reading's failures."""
-    seeds, size = [sg.EVAL_SEED_BASE + i for i in range(cfg.eval_tasks)], ft.eval_batch
+    seeds, size = [MAZES[ft.mazes] + i for i in range(cfg.eval_tasks)], ft.eval_batch
     parts = [play(model, tokenizer, seeds[i:i + size], guided, cfg, ft, 0, greedy=True)
              for i in range(0, len(seeds), size)]
     batch = concat_episodes(parts)
@@ -988,7 +995,7 @@ def report(trainer, cfg: sg.Config, ft: FreeText, tokenizer, out: Path, before: 
     sg.write_atomic(out / "summary.md", f"{table}\n\n{failures}\n")
     processes = trainer.accelerator.num_processes
     on = f" on {processes} processes, whose weights agree" if processes > 1 else ""
-    print(f"\n{table}\n\n{failures}\n\ngreedy, {cfg.eval_tasks} held-out tasks; TRL "
+    print(f"\n{table}\n\n{failures}\n\ngreedy, {cfg.eval_tasks} {ft.mazes} mazes; TRL "
           f"{bridge.TRL_VERSION}{on}, {minutes:.1f} min of training; model, tokenizer, config "
           f"and log.jsonl in {out}")
     if cfg.show:

@@ -40,15 +40,11 @@ import trl_freetext as freetext  # noqa: E402
 
 BATCH = 50  # episodes per generate batch
 RANDOM_DRAWS = 200  # episodes per maze of the uniform baseline (--model random)
-MAZES = {"held-out": sg.EVAL_SEED_BASE,  # selfguide's held-out tasks, never trained on
-         "tuning": sg.CALIBRATION_SEED_BASE}  # its calibration mazes: to choose settings on
 
 
 @dataclass
 class Play:
     """How the model is played, beside selfguide.py's and the free-text path's settings."""
-    mazes: str = sg.setting("held-out", "held-out (the tasks every table reports), or tuning "
-                                        "(other mazes, to choose settings on)", list(MAZES))
     sampled: bool = sg.setting(True, "also play sampled at --temperature (--no-sampled: greedy "
                                      "only)")
     draws: int = sg.setting(1, "sampled episodes per maze and format (each draw its own seeds, "
@@ -63,12 +59,11 @@ class Play:
             raise ValueError("--draws must be at least 1")
 
 
-def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool, mazes="held-out",
-             draws: int = 1) -> dict:
+def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool, draws: int = 1) -> dict:
     """Every maze of the set `draws` times (draw d from seeds cfg.seed + 10^5 d + its batch's
     first index): selfguide's metrics and the format's failures over all episodes, and per
     maze the share of its draws that reached the goal."""
-    seeds = [MAZES[mazes] + i for i in range(cfg.eval_tasks)]
+    seeds = [freetext.MAZES[ft.mazes] + i for i in range(cfg.eval_tasks)]
     parts = [freetext.play(model, tokenizer, seeds[i:i + BATCH], guided, cfg, ft,
                            cfg.seed + 10**5 * d + i, greedy=greedy)
              for d in range(draws) for i in range(0, len(seeds), BATCH)]
@@ -153,8 +148,8 @@ def main(argv=None):
     if not ft.model:
         raise SystemExit("error: give a chat model: --model smollm2, a folder, or random")
     if ft.model == "random":
-        success = uniform_moves(cfg, MAZES[how_played.mazes])
-        print(f"uniform random moves on {cfg.eval_tasks} {how_played.mazes} "
+        success = uniform_moves(cfg, freetext.MAZES[ft.mazes])
+        print(f"uniform random moves on {cfg.eval_tasks} {ft.mazes} "
               f"{cfg.size}x{cfg.size} mazes "
               f"(start at least {cfg.min_distance} moves away, {cfg.max_steps} moves), "
               f"{RANDOM_DRAWS} episodes each: success {success:.3f}")
@@ -172,14 +167,14 @@ def main(argv=None):
     hows = (("greedy", True), ("sampled", False))[:2 if how_played.sampled else 1]
     plays = [(how, greedy, name, guided) for how, greedy in hows
              for name, guided in (("ReAct", False), ("ReAct w/ SG", True))]
-    played = (f"{ft.model} on {cfg.eval_tasks} {how_played.mazes} {cfg.size}x{cfg.size} mazes "
+    played = (f"{ft.model} on {cfg.eval_tasks} {ft.mazes} {cfg.size}x{cfg.size} mazes "
               f"(start at least {cfg.min_distance} moves away, {cfg.max_steps} moves), "
               + (f"greedy and sampled at temperature {cfg.temperature:g}"
                  + (f" ({how_played.draws} draws a maze)" if how_played.draws > 1 else "")
                  if how_played.sampled else "greedy"))
     for done, (how, greedy, name, guided) in enumerate(plays, 1):
         rows[f"{name}, {how}"] = play_all(model, tokenizer, cfg, ft, guided, greedy,
-                                          how_played.mazes, 1 if greedy else how_played.draws)
+                                          1 if greedy else how_played.draws)
         print(f"{name}, {how}: {freetext.describe(rows[f'{name}, {how}'])}", flush=True)
         finished = done == len(plays)
         status = (f"{time.perf_counter() - start:.0f} s" if finished else
