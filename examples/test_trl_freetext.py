@@ -6,6 +6,7 @@ with the reason, without it.
 """
 import contextlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -587,20 +588,25 @@ def failures_read_by_hand(tokenizer, episodes: "freetext.Episodes", guided: bool
 
 
 def test_one_iteration_with_a_llama_style_model_trains_and_logs_the_failures(
-        tiny_llama, tmp_path, monkeypatch):
+        tiny_llama, tmp_path, monkeypatch, capsys):
     from safetensors.torch import load_file
     out, played, play = tmp_path / "out", [], freetext.play
 
     def recorded(model, tokenizer, task_seeds, guided, *args, greedy=False, **kwargs):
         episodes = play(model, tokenizer, task_seeds, guided, *args, greedy=greedy, **kwargs)
         played.append((tokenizer, guided, greedy, episodes))
+        evaluated.extend(task_seeds if greedy else [])
         return episodes
     monkeypatch.setattr(freetext, "play", recorded)
+    evaluated = []
     # the oracle's internal reward (0.1 x each move's true progress) needs no readable guide:
-    # some advantages are not 0 whatever the model writes
+    # some advantages are not 0 whatever the model writes; the evaluations on the tuning mazes
     rows = freetext.main(FREE_ARGS + ["--iterations", "1", "--model", str(tiny_llama),
                                       "--internal-reward", "oracle", "--out", str(out),
-                                      "--freetext-cache", str(tmp_path / "cache")])
+                                      "--freetext-cache", str(tmp_path / "cache"),
+                                      "--mazes", "tuning"])
+    assert set(evaluated) == {sg.CALIBRATION_SEED_BASE + i for i in range(8)}
+    assert re.search(r"iter    1  lambda [0-9.]+  tuning success", capsys.readouterr().out)
     assert rows[-1][0].startswith("trained on TRL, free text (sg_gr)")
     record = json.loads((out / "log.jsonl").read_text())
     # the prior evaluated greedily (without and with the guide), the iteration's sampled

@@ -1048,7 +1048,7 @@ def main(argv=None):
             rollout_func=make_rollout_func(cfg, ft, tokenizer), selfguide_config=cfg)
         evaluation = (lambda m: evaluate(m, tokenizer, cfg, ft, cfg.guided))
         for callback in bridge.selfguide_callbacks(trainer, cfg, evaluation, describe,
-                                                   "free text"):
+                                                   "free text", ft.mazes):
             trainer.add_callback(callback)
         return trainer
 

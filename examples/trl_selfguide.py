@@ -347,12 +347,13 @@ def grpo_config(cfg: sg.Config, out: Path, device, **settings):
 # --- Training and evaluation ---
 
 def selfguide_callbacks(trainer, cfg: sg.Config, evaluate=None, describe=sg.format_metrics,
-                        name: str = "TRL") -> list:
+                        name: str = "TRL", mazes: str = "held-out") -> list:
     """Callbacks that make TRL's loop report as selfguide.py does: held-out evaluations every
     --eval-every iterations into the trainer's records (the final score is the mean of the
     last --final-evals), one line each, TRL's own metrics (KL, clip ratios, entropy, ...)
     into the same records instead of a dict printed under the progress bar. evaluate(model)
-    gives the metrics (default: selfguide's evaluate), describe(metrics) their line."""
+    gives the metrics (default: selfguide's evaluate) on the `mazes`, describe(metrics) their
+    line."""
     evaluate = evaluate or (lambda model: sg.evaluate(model, cfg, cfg.guided))
     from transformers import TrainerCallback
     from transformers.trainer_callback import ProgressCallback
@@ -370,7 +371,7 @@ def selfguide_callbacks(trainer, cfg: sg.Config, evaluate=None, describe=sg.form
                 record["eval"] = evaluate(trainer.model)
                 record["eval_seconds"] = time.perf_counter() - start
                 tqdm.write(f"{name} {cfg.variant} seed {cfg.seed} iter {iteration:4d}  lambda "
-                           f"{record['trust']:.2f}  held-out {describe(record['eval'])}")
+                           f"{record['trust']:.2f}  {mazes} {describe(record['eval'])}")
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             # TRL's share of zero-std groups reads G consecutive rows as a group, which the
