@@ -443,20 +443,26 @@ def test_weights_spread_sees_processes_that_drifted_apart():
     weight 0.25 higher, and a copy with that weight 0.1 lower and another 0.3 lower. The
     spread is the largest (highest - lowest) over the weights: 0.35 at the first weight; a
     spread seen from this process's copy alone, highest - mine or mine - lowest, is 0.25 or
-    0.3."""
+    0.3. Each weight tensor is reduced on its own, in order; one process reduces nothing."""
     bridge = trl_bridge()
 
     class Group:  # accelerate's reduce(tensor, "max") over the three processes
+        num_processes = 3
+
         def __init__(self, mine):
             up, down = torch.zeros_like(mine), torch.zeros_like(mine)
             up[0], down[0], down[3] = 0.25, 0.1, 0.3
-            self.copies = [mine, mine + up, mine - down]
+            self.copies, self.offset, self.sizes = [mine, mine + up, mine - down], 0, []
 
         def reduce(self, tensor, reduction):
             assert reduction == "max"
-            sign = 1 if torch.equal(tensor, self.copies[0]) else -1  # the weights or -weights
-            assert torch.equal(tensor, sign * self.copies[0])  # all of them, flattened in order
-            return torch.stack([sign * copy for copy in self.copies]).max(0).values
+            part = slice(self.offset, self.offset + tensor.numel())
+            sign = 1 if torch.equal(tensor, self.copies[0][part]) else -1  # weights or -weights
+            assert torch.equal(tensor, sign * self.copies[0][part])  # one tensor, in order
+            if sign < 0:
+                self.offset += tensor.numel()
+                self.sizes.append(tensor.numel())
+            return torch.stack([sign * copy[part] for copy in self.copies]).max(0).values
 
     policy = torch.nn.Linear(2, 2)
     with torch.no_grad():  # weights all different, so the order of the flattening is checked
@@ -464,6 +470,9 @@ def test_weights_spread_sees_processes_that_drifted_apart():
         policy.bias.copy_(torch.tensor([5.0, 6.0]))
     group = Group(torch.arange(1.0, 7.0))  # the weight row by row, then the bias
     assert bridge.weights_spread(policy, group) == pytest.approx(0.35)
+    assert group.sizes == [4, 2]
+    group.num_processes = 1
+    assert bridge.weights_spread(policy, group) == 0.0 and group.sizes == [4, 2]
 
 
 def test_a_batch_that_the_processes_cannot_split_is_refused_before_any_work(monkeypatch):

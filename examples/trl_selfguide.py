@@ -388,11 +388,18 @@ def selfguide_callbacks(trainer, cfg: sg.Config, evaluate=None, describe=sg.form
 
 
 def weights_spread(model, accelerator) -> float:
-    """The largest difference between the processes' copies of any weight (0.0 on one)."""
-    weights = torch.cat([p.detach().flatten() for p in model.parameters()])
-    highest = accelerator.reduce(weights, reduction="max")  # accelerate reduces by sum or max
-    lowest = -accelerator.reduce(-weights, reduction="max")
-    return (highest - lowest).max().item()
+    """The largest difference between the processes' copies of any weight (0.0 on one),
+    compared a weight tensor at a time: all of a real model's weights in one flat copy, and
+    the reductions' copies of it, would set the run's memory peak."""
+    if accelerator.num_processes == 1:
+        return 0.0
+    spread = 0.0
+    for parameter in model.parameters():
+        weights = parameter.detach().flatten()
+        highest = accelerator.reduce(weights, reduction="max")  # accelerate: sum or max
+        lowest = -accelerator.reduce(-weights, reduction="max")
+        spread = max(spread, (highest - lowest).max().item())
+    return spread
 
 
 def start_processes(cfg: sg.Config):
