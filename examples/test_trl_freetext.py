@@ -590,7 +590,7 @@ def failures_read_by_hand(tokenizer, episodes: "freetext.Episodes", guided: bool
 def test_one_iteration_with_a_llama_style_model_trains_and_logs_the_failures(
         tiny_llama, tmp_path, monkeypatch, capsys):
     from safetensors.torch import load_file
-    out, played, play = tmp_path / "out", [], freetext.play
+    out, played, evaluated, play = tmp_path / "out", [], [], freetext.play
 
     def recorded(model, tokenizer, task_seeds, guided, *args, greedy=False, **kwargs):
         episodes = play(model, tokenizer, task_seeds, guided, *args, greedy=greedy, **kwargs)
@@ -598,9 +598,9 @@ def test_one_iteration_with_a_llama_style_model_trains_and_logs_the_failures(
         evaluated.extend(task_seeds if greedy else [])
         return episodes
     monkeypatch.setattr(freetext, "play", recorded)
-    evaluated = []
     # the oracle's internal reward (0.1 x each move's true progress) needs no readable guide:
-    # some advantages are not 0 whatever the model writes; the evaluations on the tuning mazes
+    # some advantages are not 0 whatever the model writes
+    # --mazes tuning: every greedy evaluation plays the tuning mazes, and its line says so
     rows = freetext.main(FREE_ARGS + ["--iterations", "1", "--model", str(tiny_llama),
                                       "--internal-reward", "oracle", "--out", str(out),
                                       "--freetext-cache", str(tmp_path / "cache"),
@@ -611,7 +611,7 @@ def test_one_iteration_with_a_llama_style_model_trains_and_logs_the_failures(
     record = json.loads((out / "log.jsonl").read_text())
     # the prior evaluated greedily (without and with the guide), the iteration's sampled
     # episodes, then its greedy evaluation: the failures logged are those of the third, and
-    # the held-out ones those of the fourth
+    # the evaluation's those of the fourth
     assert [(guided, greedy) for _, guided, greedy, _ in played] == [
         (False, True), (True, True), (True, False), (True, True)]
     for (tokenizer, guided, _, episodes), logged in zip(played[2:], (record, record["eval"])):

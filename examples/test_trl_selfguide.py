@@ -454,14 +454,14 @@ def test_weights_spread_sees_processes_that_drifted_apart():
             up[0], down[0], down[3] = 0.25, 0.1, 0.3
             self.copies, self.offset, self.sizes = [mine, mine + up, mine - down], 0, []
 
-        def reduce(self, tensor, reduction):
+        def reduce(self, tensor, reduction):  # each tensor twice, as weights and as -weights
             assert reduction == "max"
             part = slice(self.offset, self.offset + tensor.numel())
-            sign = 1 if torch.equal(tensor, self.copies[0][part]) else -1  # weights or -weights
+            sign = 1 if torch.equal(tensor, self.copies[0][part]) else -1
             assert torch.equal(tensor, sign * self.copies[0][part])  # one tensor, in order
-            if sign < 0:
+            self.sizes.append(tensor.numel())
+            if len(self.sizes) % 2 == 0:  # both reductions of this tensor done: the next one
                 self.offset += tensor.numel()
-                self.sizes.append(tensor.numel())
             return torch.stack([sign * copy[part] for copy in self.copies]).max(0).values
 
     policy = torch.nn.Linear(2, 2)
@@ -470,9 +470,9 @@ def test_weights_spread_sees_processes_that_drifted_apart():
         policy.bias.copy_(torch.tensor([5.0, 6.0]))
     group = Group(torch.arange(1.0, 7.0))  # the weight row by row, then the bias
     assert bridge.weights_spread(policy, group) == pytest.approx(0.35)
-    assert group.sizes == [4, 2]
+    assert group.sizes == [4, 4, 2, 2]
     group.num_processes = 1
-    assert bridge.weights_spread(policy, group) == 0.0 and group.sizes == [4, 2]
+    assert bridge.weights_spread(policy, group) == 0.0 and group.sizes == [4, 4, 2, 2]
 
 
 def test_a_batch_that_the_processes_cannot_split_is_refused_before_any_work(monkeypatch):

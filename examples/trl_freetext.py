@@ -111,10 +111,10 @@ class FreeText:
     loss: str = setting("bnpo", "TRL's loss_type: bnpo, one mean over the batch's written tokens "
                                 "(a guided run's longer replies leave each move less of the "
                                 "gradient than an unguided run's), or dr_grpo, each token over "
-                                "the same constant, the batch's rollouts x --max-steps x "
+                                "the same constant, the minibatch's rollouts x --max-steps x "
                                 "--reply-tokens (a move weighs the same in every arm)",
                         ["bnpo", "dr_grpo"])
-    eval_batch: int = setting(250, "held-out episodes played at once (fewer: less memory; a chat "
+    eval_batch: int = setting(250, "episodes evaluated at once (fewer: less memory; a chat "
                                    "model's evaluation sets a run's peak)")
     mazes: str = setting("held-out", "the mazes evaluated on: held-out (the tasks every table "
                                      "reports), or tuning (other mazes, to choose settings on)",
@@ -1004,14 +1004,14 @@ def report(trainer, cfg: sg.Config, ft: FreeText, tokenizer, out: Path, before: 
 
 
 def show_episodes(model, tokenizer, cfg: sg.Config, ft: FreeText) -> str:
-    """The first --show held-out episodes' chats, greedy, as the model saw and wrote them."""
-    batch = play(model, tokenizer, [sg.EVAL_SEED_BASE + i for i in range(cfg.show)],
+    """The first --show episodes of the --mazes, greedy, as the model saw and wrote them."""
+    batch = play(model, tokenizer, [MAZES[ft.mazes] + i for i in range(cfg.show)],
                  cfg.guided, cfg, ft, 0, greedy=True)
     chats = []
     for i, transcript in enumerate(batch.transcripts):
         text = tokenizer.decode(batch.prompt + transcript.tokens, skip_special_tokens=False)
         outcome = "reached the goal" if batch.steps.env_return[i] > 0 else "did not reach the goal"
-        chats.append(f"held-out maze {i}: {outcome} in {batch.steps.steps[i].item()} turns\n{text}")
+        chats.append(f"{ft.mazes} maze {i}: {outcome} in {batch.steps.steps[i].item()} turns\n{text}")
     return "\n\n".join(chats)
 
 

@@ -348,7 +348,7 @@ def grpo_config(cfg: sg.Config, out: Path, device, **settings):
 
 def selfguide_callbacks(trainer, cfg: sg.Config, evaluate=None, describe=sg.format_metrics,
                         name: str = "TRL", mazes: str = "held-out") -> list:
-    """Callbacks that make TRL's loop report as selfguide.py does: held-out evaluations every
+    """Callbacks that make TRL's loop report as selfguide.py does: evaluations every
     --eval-every iterations into the trainer's records (the final score is the mean of the
     last --final-evals), one line each, TRL's own metrics (KL, clip ratios, entropy, ...)
     into the same records instead of a dict printed under the progress bar. evaluate(model)
@@ -358,7 +358,7 @@ def selfguide_callbacks(trainer, cfg: sg.Config, evaluate=None, describe=sg.form
     from transformers import TrainerCallback
     from transformers.trainer_callback import ProgressCallback
 
-    class HeldOut(TrainerCallback):
+    class Evaluations(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
             if state.global_step % trainer.updates_per_iteration:
                 return
@@ -381,10 +381,10 @@ def selfguide_callbacks(trainer, cfg: sg.Config, evaluate=None, describe=sg.form
 
     class QuietProgress(ProgressCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
-            pass  # the metrics are in log.jsonl; the held-out line is printed above
+            pass  # the metrics are in log.jsonl; the evaluation line is printed above
 
     trainer.remove_callback(ProgressCallback)
-    return [HeldOut(), QuietProgress()]
+    return [Evaluations(), QuietProgress()]
 
 
 def weights_spread(model, accelerator) -> float:
@@ -396,8 +396,8 @@ def weights_spread(model, accelerator) -> float:
     spread = 0.0
     for parameter in model.parameters():
         weights = parameter.detach().flatten()
-        highest = accelerator.reduce(weights, reduction="max")  # accelerate: sum or max
-        lowest = -accelerator.reduce(-weights, reduction="max")
+        highest = accelerator.reduce(weights, reduction="max")  # accelerate has no min:
+        lowest = -accelerator.reduce(-weights, reduction="max")  # the lowest is -max(-w)
         spread = max(spread, (highest - lowest).max().item())
     return spread
 
