@@ -81,6 +81,11 @@ MAZES = {"held-out": sg.EVAL_SEED_BASE,  # selfguide's held-out tasks, never tra
          "tuning": sg.CALIBRATION_SEED_BASE}  # its calibration mazes: to choose settings on
 
 
+def maze_seeds(mazes: str, count: int) -> list:
+    """The task seeds of the first `count` mazes of a set (MAZES' key)."""
+    return [MAZES[mazes] + i for i in range(count)]
+
+
 @dataclass
 class FreeText:
     """The settings of the free-text path, beside selfguide.py's."""
@@ -755,7 +760,7 @@ def concat_episodes(parts) -> Episodes:
 def evaluate(model, tokenizer, cfg: sg.Config, ft: FreeText, guided: bool) -> dict:
     """Greedy replies on the --mazes, --eval-batch at once: selfguide's metrics, and the
     reading's failures."""
-    seeds, size = [MAZES[ft.mazes] + i for i in range(cfg.eval_tasks)], ft.eval_batch
+    seeds, size = maze_seeds(ft.mazes, cfg.eval_tasks), ft.eval_batch
     parts = [play(model, tokenizer, seeds[i:i + size], guided, cfg, ft, 0, greedy=True)
              for i in range(0, len(seeds), size)]
     batch = concat_episodes(parts)
@@ -1005,7 +1010,7 @@ def report(trainer, cfg: sg.Config, ft: FreeText, tokenizer, out: Path, before: 
 
 def show_episodes(model, tokenizer, cfg: sg.Config, ft: FreeText) -> str:
     """The first --show episodes of the --mazes, greedy, as the model saw and wrote them."""
-    batch = play(model, tokenizer, [MAZES[ft.mazes] + i for i in range(cfg.show)],
+    batch = play(model, tokenizer, maze_seeds(ft.mazes, cfg.show),
                  cfg.guided, cfg, ft, 0, greedy=True)
     chats = []
     for i, transcript in enumerate(batch.transcripts):

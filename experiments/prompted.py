@@ -63,7 +63,7 @@ def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool, draws: int =
     """Every maze of the set `draws` times (draw d from seeds cfg.seed + 10^5 d + its batch's
     first index): selfguide's metrics and the format's failures over all episodes, and per
     maze the share of its draws that reached the goal."""
-    seeds = [freetext.MAZES[ft.mazes] + i for i in range(cfg.eval_tasks)]
+    seeds = freetext.maze_seeds(ft.mazes, cfg.eval_tasks)
     parts = [freetext.play(model, tokenizer, seeds[i:i + BATCH], guided, cfg, ft,
                            cfg.seed + 10**5 * d + i, greedy=greedy)
              for d in range(draws) for i in range(0, len(seeds), BATCH)]
