@@ -6,6 +6,8 @@ pooled over several comparisons, or another metric than success.
     python experiments/paired.py runs/I-fresh revisits 'GRPO w/ SG & GR|ReAct w/ SG'
     python experiments/paired.py --runs 'runs/pair/trl-{seed}|runs/pair/selfguide-{seed}' 0,1,2
     python experiments/paired.py --runs 'runs/ft/sg_gr-{seed}|runs/ft/grpo-{seed}' 0,1 revisits
+    python experiments/paired.py --plays \
+        'runs/sg_gr-{seed}-play:ReAct w/ SG, greedy|runs/grpo-{seed}-play:ReAct, greedy' 1,2
 
 The first argument is one or more comparison folders (their compare.json), comma-separated;
 then the metric of each run's final score; then pairs 'row A|row B' (row names as in the
@@ -13,7 +15,10 @@ table, leading spaces optional). Prints A - B per pair: the mean over the pooled
 95% t-interval, and on how many seeds A is above B. With --runs, the pair is two run folders
 (their log.jsonl, each scored as selfguide.py scores a run: the mean of its last
 --final-evals evaluations, as its selfguide_config.json says) with {seed} filled in from the
-seeds given, on success or the metric named after the seeds.
+seeds given, on success or the metric named after the seeds. With --plays, each side is a
+prompted.py play, 'folder:play' (its --out or the folder results.py kept it in, and a row of its
+table), paired maze by maze on each seed; over several seeds, twice more: over the mazes (each
+maze's difference the mean of the seeds') and over the seeds (each seed's the mean of the mazes').
 """
 import json
 import sys
@@ -65,9 +70,45 @@ def run_score(folder: str, key: str = "success") -> float:
     return final[key]
 
 
+def per_maze(side: str, seed: str) -> list:
+    """A prompted.py play's success maze by maze: side is 'folder:play', {seed} filled in."""
+    folder, _, name = side.format(seed=seed).partition(":")
+    path = Path(folder) / "prompted.json"
+    if not path.exists():
+        raise SystemExit(f"error: no prompted.json in {folder}: give a prompted.py run's --out "
+                         f"or a kept one (experiments/results/<name>), then ':' and a play")
+    rows = json.loads(path.read_text())
+    rows = rows["rows"] if rows.get("kind") == "prompted" else rows  # as results.py keeps it
+    if name not in rows:
+        raise SystemExit(f"error: {folder} has no play {name!r}; it has: {', '.join(rows)}")
+    return rows[name]["per_maze"]
+
+
+def plays_lines(a: str, b: str, seeds: list) -> list:
+    """a - b maze by maze on each seed; over several seeds, over the mazes and over the seeds."""
+    per_seed = []
+    for seed in seeds:
+        x, y = per_maze(a, seed), per_maze(b, seed)
+        if len(x) != len(y) or (per_seed and len(x) != len(per_seed[0])):
+            raise SystemExit(f"error: seed {seed}: {len(x)} and {len(y)} mazes; pair plays of "
+                             f"the same mazes (prompted.py's --eval-tasks)")
+        per_seed.append([p - q for p, q in zip(x, y)])
+    lines = [f"{a} - {b}, seed {seed}, paired on {len(d)} mazes: {compare.interval_text(d)}"
+             for seed, d in zip(seeds, per_seed)]
+    if len(seeds) > 1:
+        mazes = [sum(d) / len(d) for d in zip(*per_seed)]
+        lines += [f"{a} - {b}, over the {len(mazes)} mazes (each the mean of {len(seeds)} "
+                  f"seeds): {compare.interval_text(mazes)}",
+                  interval_line(f"{a} - {b}, over the {len(seeds)} seeds (each the mean of "
+                                f"{len(mazes)} mazes)", [sum(d) / len(d) for d in per_seed])]
+    return lines
+
+
 def parse_args(argv=None) -> list:
-    """The command line as given, if it has one of the two shapes above; else the usage."""
+    """The command line as given, if it has one of the three shapes above; else the usage."""
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--plays"] and len(argv) == 3 and argv[1].count("|") == 1:
+        return argv
     runs = argv[:1] == ["--runs"] and len(argv) in (3, 4) and argv[1].count("|") == 1
     if not runs and (len(argv) < 3 or argv[0].startswith("-")
                      or any(pair.count("|") != 1 for pair in argv[2:])):
@@ -77,6 +118,10 @@ def parse_args(argv=None) -> list:
 
 def main(argv=None):
     argv = parse_args(argv)
+    if argv[0] == "--plays":
+        lines = plays_lines(*argv[1].split("|"), argv[2].split(","))
+        print("\n".join(lines))
+        return lines
     if argv[0] == "--runs":
         (a, b), key = argv[1].split("|"), (argv[3:] or ["success"])[0]
         pairs = [(run_score(a.format(seed=s), key), run_score(b.format(seed=s), key))

@@ -1315,6 +1315,36 @@ def test_paired_runs_scores_each_run_as_selfguide_does(tmp_path, capsys):
         paired.main(["--runs", f"{tmp_path}/x-{{seed}}|{tmp_path}/y-{{seed}}", "0", "nope"])
 
 
+def test_paired_plays_pairs_two_plays_maze_by_maze_then_over_mazes_and_seeds(tmp_path):
+    """--plays: each seed's two plays paired maze by maze; over seeds, each maze's difference
+    averaged over the seeds (an interval over mazes) and each seed's over the mazes (one over
+    seeds); a kept play (results.py's form) reads as a run's."""
+    import paired
+    a = {"1": [1, 1, 0, 1], "2": [1, 0, 0, 1]}
+    b = {"1": [0, 1, 0, 0], "2": [1, 0, 1, 0]}
+    for seed in "12":
+        for name, outcomes in (("sg_gr", a[seed]), ("grpo", b[seed])):
+            (tmp_path / f"{name}-{seed}").mkdir()
+            rows = {"ReAct w/ SG, greedy" if name == "sg_gr" else "ReAct, greedy":
+                    {"success": sum(outcomes) / 4, "per_maze": outcomes}}
+            kept = {"kind": "prompted", "rows": rows} if seed == "2" else rows
+            (tmp_path / f"{name}-{seed}" / "prompted.json").write_text(json.dumps(kept))
+    A, B = f"{tmp_path}/sg_gr-{{seed}}:ReAct w/ SG, greedy", f"{tmp_path}/grpo-{{seed}}:ReAct, greedy"
+    lines = paired.main(["--plays", f"{A}|{B}", "1,2"])
+    one, two = [1, 0, 0, 1], [0, 0, -1, 1]  # each seed's differences, maze by maze
+    assert lines[0].endswith(f"seed 1, paired on 4 mazes: {compare.interval_text(one)}")
+    assert lines[1].endswith(f"seed 2, paired on 4 mazes: {compare.interval_text(two)}")
+    assert lines[2].endswith(f"over the 4 mazes (each the mean of 2 seeds): "
+                             f"{compare.interval_text([0.5, 0, -0.5, 1])}")
+    assert lines[3].endswith(f"over the 2 seeds (each the mean of 4 mazes): "
+                             f"{compare.interval_text([0.5, 0])}, above on 1 of 2 seeds")
+    assert len(paired.main(["--plays", f"{A}|{B}", "1"])) == 1  # one seed: over mazes only
+    with pytest.raises(SystemExit, match="has no play 'ReAct, sampled'; it has: ReAct, greedy"):
+        paired.main(["--plays", f"{A}|{tmp_path}/grpo-{{seed}}:ReAct, sampled", "1"])
+    with pytest.raises(SystemExit, match="no prompted.json in .*sg_gr-3"):
+        paired.main(["--plays", f"{A}|{B}", "1,3"])
+
+
 def fake_bridge_run(folder: Path, prior: float, successes: list, failures=None):
     """A run folder as both bridges write it: summary.md (the prior's rows), log.jsonl, the
     config; free-text runs log their rollouts' unreadable and unparseable shares."""
