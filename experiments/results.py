@@ -7,9 +7,15 @@ checks that the docs hold it verbatim.
     python experiments/results.py save runs/hindsight-house-tuning hindsight-house-tuning
     python experiments/results.py show hindsight-house-tuning     # its tables, as the docs hold them
     python experiments/results.py list                            # what is kept
+    python experiments/results.py save runs/tune/grpo-lr1e-5,runs/tune/grpo-lr3e-5 tune \
+        --commit 333f772                                          # training runs of trl_freetext.py
 
 `save` refuses a comparison that has no commit recorded (made before compare.py recorded one)
-unless --commit names it.
+unless --commit names it. It keeps a comparison (compare.py's --out), a checkpoint experiment
+(checkpoints.py's), a prompted model's plays (prompted.py's), or, comma-separated, training
+runs of examples/trl_freetext.py (each run's --out: its evaluations, the success before
+training in its format, its training minutes and peak, and its command, rebuilt from its
+selfguide_config.json and checked by parsing it back).
 """
 from __future__ import annotations
 
@@ -61,9 +67,9 @@ def compact(result: dict) -> dict:
 
 
 def load(name: str) -> dict:
-    """A kept compare.json, as compare.py writes it (expand), or a kept checkpoints.json or
-    prompted.json."""
-    for kind in ("checkpoints", "prompted"):
+    """A kept compare.json, as compare.py writes it (expand), or a kept checkpoints.json,
+    prompted.json or runs.json."""
+    for kind in ("checkpoints", "prompted", "runs"):
         if (KEPT / name / f"{kind}.json").exists():
             return json.loads((KEPT / name / f"{kind}.json").read_text())
     path = KEPT / name / "compare.json"
@@ -103,11 +109,124 @@ def keep(name: str, kind: str, result: dict) -> Path:
     return out
 
 
+def freetext_command(config: dict) -> str:
+    """The trl_freetext.py command that makes a run's recorded settings: a flag for each
+    setting that differs from the default, less those the parser derives from the others
+    (--kl-action from --kl-guide, say), checked by parsing the command back."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    import contextlib
+    import io
+
+    import trl_freetext as freetext
+
+    def words(keys):
+        flags = []
+        for key in keys:
+            value = config[key]
+            flags += ([f"--{'' if value else 'no-'}{sg.flag(key)}"] if isinstance(value, bool)
+                      else [f"--{sg.flag(key)}", f"{value:g}" if isinstance(value, float)
+                            else str(value)])
+        return flags
+
+    def parsed(keys):  # the settings the command makes; None where the parser refuses it
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                cfg, ft = freetext.parse_config(words(keys))
+        except SystemExit:
+            return None
+        return {**sg.dataclasses.asdict(cfg), **sg.dataclasses.asdict(ft)}
+
+    defaults = parsed([])
+    keys = [key for key in config if config[key] != defaults.get(key)]
+    for _ in range(2):  # a derived setting may be refused as a flag until another one goes
+        for key in list(keys):
+            if parsed([k for k in keys if k != key]) == config:
+                keys.remove(key)
+    if parsed(keys) != config:
+        raise SystemExit(f"error: no trl_freetext.py command makes {config.get('out')}'s settings")
+    return "python examples/trl_freetext.py " + " ".join(words(keys))
+
+
+def training_run(folder: Path) -> dict:
+    """A trl_freetext.py run as kept: its command, evaluations (iteration: success), the
+    success before training in its format (summary.md's prior row), training minutes
+    (generation and update) and peak resident set in its iterations (GiB), rounded."""
+    if not (folder / "log.jsonl").exists() or not (folder / "summary.md").exists():
+        raise SystemExit(f"error: {folder} holds no finished trl_freetext.py run (log.jsonl, "
+                         f"summary.md)")
+    config = json.loads((folder / "selfguide_config.json").read_text())
+    records = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
+    prior = "prior, guide (ReAct w/ SG)" if config["variant"] != "grpo" else \
+        "prior, no guide (ReAct)"
+    before = next(float(line.split("|")[2]) for line in
+                  (folder / "summary.md").read_text().splitlines()
+                  if line.startswith(f"| {prior} |"))
+    return rounded({
+        "command": freetext_command(config), "variant": config["variant"],
+        "final_evals": config["final_evals"], "before": before,
+        "evaluations": {r["iteration"]: r["eval"]["success"] for r in records if "eval" in r},
+        "training_minutes": sum(r["generation_seconds"] + r["update_seconds"]
+                                for r in records) / 60,
+        "peak_gib": max(r["peak_memory_gib"] for r in records)}, 6)
+
+
+def command_flags(command: str) -> dict:
+    """A command's flags and their values ('' for a switch)."""
+    words = command.split()
+    return {w: words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("--") else ""
+            for i, w in enumerate(words) if w.startswith("--")}
+
+
+def runs_table(runs: dict) -> str:
+    """Kept training runs, a line each: the flags they differ in (their --out aside), their
+    variant, success before training and at each evaluation, the mean of the last
+    --final-evals, training minutes and the peak resident set of the iterations."""
+    flags = {name: command_flags(run["command"]) for name, run in runs.items()}
+    differ = [flag for flag in dict.fromkeys(f for run in flags.values() for f in run)
+              if flag not in ("--out", "--variant")
+              and len({run.get(flag) for run in flags.values()}) > 1]
+    iterations = sorted({int(i) for run in runs.values() for i in run["evaluations"]})
+    lines = ["| run | variant | before | " + " | ".join(f"iteration {i}" for i in iterations)
+             + " | mean of the last evaluations | training | peak in training |",
+             "|---|---|---|" + "---|" * len(iterations) + "---|---|---|"]
+    for name, run in runs.items():
+        label = " ".join(f"{flag} {flags[name][flag]}".strip() if flag in flags[name] else
+                         f"(no {flag})" for flag in differ) or name
+        at = {int(i): v for i, v in run["evaluations"].items()}
+        last = [at[i] for i in sorted(at)][-run["final_evals"]:]
+        lines.append(f"| {label} | {run['variant']} | {run['before']:.3f} | "
+                     + " | ".join(f"{at[i]:.3f}" if i in at else "-" for i in iterations)
+                     + f" | {sum(last) / len(last):.3f} | {run['training_minutes']:.1f} min | "
+                     f"{run['peak_gib']:.1f} GiB |")
+    return "\n".join(lines)
+
+
+def full_commit(commit: str) -> str:
+    """A commit's whole hash (git's, where this is a clone that has it), else as given."""
+    import subprocess
+    found = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
+                           cwd=KEPT.parent, capture_output=True, text=True)
+    return found.stdout.strip() or commit
+
+
 def save(folder: str, name: str, commit: str | None = None) -> Path:
     """A comparison's compare.json (compare.py's --out), compacted, or a checkpoint
     experiment's checkpoints.json (checkpoints.py's) or a prompted model's prompted.json
     (prompted.py's), rounded, into results/<name>/; a prompted run stopped midway is kept
     with what it played, marked partial."""
+    if "," in folder or (Path(folder) / "log.jsonl").exists():  # training runs
+        if not commit:
+            raise SystemExit(f"error: say which commit made {folder} with --commit")
+        folders = [Path(f) for f in folder.split(",") if f]
+        commits = [full_commit(c) for c in commit.split(",")]
+        commits *= len(folders) if len(commits) == 1 else 1
+        if len(commits) != len(folders):
+            raise SystemExit(f"error: --commit names {len(commits)} commits for "
+                             f"{len(folders)} runs: one for all, or one a run")
+        runs = {f.name: {**training_run(f), "commit": c} for f, c in zip(folders, commits)}
+        return keep(name, "runs", {"kind": "runs", "command": "\n".join(
+            run["command"] for run in runs.values()), "commit": ", ".join(dict.fromkeys(commits)),
+            "seeds": [], "runs": runs})
     folder = Path(folder)
     for kind in ("prompted", "checkpoints"):  # their figures, with the command their .md heads
         if (folder / f"{kind}.json").exists() and not (folder / "compare.json").exists():
@@ -229,6 +348,8 @@ def tables(name: str) -> list:
     """The tables the docs hold from results/<name>: compare.py's, then TABLES'; a checkpoint
     experiment's, checkpoints.py's."""
     result = load(name)
+    if result.get("kind") == "runs":
+        return [runs_table(result["runs"])]
     if result.get("kind") == "prompted":
         import prompted
         return [prompted.table(result["rows"])] + ([result["partial"]] if "partial" in result
@@ -245,9 +366,10 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     verbs = parser.add_subparsers(dest="verb", required=True)
     keep = verbs.add_parser("save", help="keep a comparison's results under a name")
-    keep.add_argument("folder")
+    keep.add_argument("folder", help="its --out, or training runs' --out folders, comma-separated")
     keep.add_argument("name")
-    keep.add_argument("--commit", default=None, help="the commit that made them, if unrecorded")
+    keep.add_argument("--commit", default=None, help="the commit that made them, if unrecorded "
+                      "(training runs: one for all, or one a run, comma-separated)")
     verbs.add_parser("show", help="print a kept comparison's tables").add_argument("name")
     verbs.add_parser("list", help="the kept comparisons")
     return parser.parse_args(argv)

@@ -1187,7 +1187,8 @@ def test_every_kept_comparisons_tables_are_in_the_docs_as_printed():
     assert kept
     for name in kept:
         result = results.load(name)
-        assert result["command"].startswith("python experiments/") and \
+        assert all(command.startswith(("python experiments/", "python examples/"))
+                   for command in result["command"].splitlines()) and \
             len(result["commit"]) >= 40, name
         for table in results.tables(name):
             assert table in docs, f"{name}'s table is not in the docs as printed:\n{table}"
@@ -1243,6 +1244,54 @@ def test_a_prompted_models_plays_are_kept_with_their_command_and_print_their_tab
     assert results.tables("stopped") == [prompted.table(rows),
                                          "stopped or still playing: 2 of 4 plays done"]
     assert "partial" not in results.load("first")
+
+
+def test_training_runs_are_kept_with_commands_that_make_their_settings(tmp_path, monkeypatch):
+    """Free-text training runs, kept together: each run's command rebuilt from its recorded
+    settings (parsed back to the same settings, derived ones not given), and a table of the
+    flags they differ in, success before and at each evaluation, minutes and peak."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    import results
+    import trl_freetext
+    monkeypatch.setattr(results, "KEPT", tmp_path / "kept")
+    given = {"grpo": "--size 4 --min-distance 3 --max-steps 12 --variant grpo --kl-guide 0 "
+                     "--iterations 4 --lr 1e-05 --bf16 --no-cue --out runs/a",
+             "sg_gr": "--size 4 --min-distance 3 --max-steps 12 --kl-guide 0 --iterations 4 "
+                      "--lr 3e-05 --bf16 --no-cue --out runs/b"}
+    for variant, command in given.items():
+        cfg, ft = trl_freetext.parse_config(command.split())
+        assert cfg.kl_action == 0.0 and cfg.guide_temperature == 0.5  # derived, not given
+        folder = tmp_path / variant
+        folder.mkdir()
+        (folder / "selfguide_config.json").write_text(json.dumps(
+            {**sg.dataclasses.asdict(cfg), **sg.dataclasses.asdict(ft)}))
+        (folder / "log.jsonl").write_text("".join(json.dumps(
+            {"iteration": i, "generation_seconds": 30.0, "update_seconds": 15.0,
+             "peak_memory_gib": 1.0 + i, **({"eval": {"success": 0.1 * i}} if i % 2 == 0 else {})})
+            + "\n" for i in range(1, 5)))
+        (folder / "summary.md").write_text("| policy | success |\n|---|---|\n"
+                                           "| prior, no guide (ReAct) | 0.250 |\n"
+                                           "| prior, guide (ReAct w/ SG) | 0.375 |\n")
+    with pytest.raises(SystemExit, match="--commit"):
+        results.save(f"{tmp_path / 'grpo'},{tmp_path / 'sg_gr'}", "tune")
+    with pytest.raises(SystemExit, match="names 3 commits for 2 runs"):
+        results.save(f"{tmp_path / 'grpo'},{tmp_path / 'sg_gr'}", "tune", commit="a,b,c")
+    results.save(f"{tmp_path / 'grpo'},{tmp_path / 'sg_gr'}", "tune", commit="a" * 40)
+    kept = results.load("tune")
+    commands = kept["command"].splitlines()
+    for command, (variant, words) in zip(commands, given.items()):
+        assert command.startswith("python examples/trl_freetext.py ")
+        assert sorted(command.split()[2:]) == sorted(words.split())  # what was given, no more
+        assert trl_freetext.parse_config(command.split()[2:]) == trl_freetext.parse_config(
+            words.split())
+    assert kept["commit"] == "a" * 40
+    assert results.tables("tune") == ["\n".join([
+        "| run | variant | before | iteration 2 | iteration 4 | mean of the last evaluations "
+        "| training | peak in training |", "|---|---|---|---|---|---|---|---|",
+        "| --lr 1e-05 | grpo | 0.250 | 0.200 | 0.400 | 0.300 | 3.0 min | 5.0 GiB |",
+        "| --lr 3e-05 | sg_gr | 0.375 | 0.200 | 0.400 | 0.300 | 3.0 min | 5.0 GiB |"])]
+    with pytest.raises(SystemExit, match="holds no finished trl_freetext.py run"):
+        results.save(f"{tmp_path / 'grpo'},{tmp_path}", "tune", commit="a" * 40)
 
 
 def test_the_rise_table_reads_each_runs_probe_at_two_evaluations_and_pairs_it_with_the_placebo():
