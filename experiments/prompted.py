@@ -11,7 +11,7 @@ ReAct against ReAct w/ SG, paired maze by maze.
 
 Every held-out maze (selfguide's held-out tasks) is played four ways by the same model:
 without and with the assessment, greedy and sampled at --temperature (a draw per maze, the
-same seed for both formats). Each row reports success, the format's failures (unreadable
+same seed for both formats; --no-sampled or --no-greedy plays one of the two). Each row reports success, the format's failures (unreadable
 assessments, replies without a move) and the guide's balanced and progress accuracy against
 the maze's truth; the two formats are paired on the same mazes: the mean difference in
 success with its 95% t-interval over the mazes. --against pairs each row with other runs'
@@ -45,6 +45,8 @@ RANDOM_DRAWS = 200  # episodes per maze of the uniform baseline (--model random)
 @dataclass
 class Play:
     """How the model is played, beside selfguide.py's and the free-text path's settings."""
+    greedy: bool = sg.setting(True, "play greedily (--no-greedy: sampled only, e.g. the sampled "
+                                    "plays of a model whose greedy ones are kept)")
     sampled: bool = sg.setting(True, "also play sampled at --temperature (--no-sampled: greedy "
                                      "only)")
     draws: int = sg.setting(1, "sampled episodes per maze and format (each draw its own seeds, "
@@ -57,6 +59,8 @@ class Play:
     def __post_init__(self):
         if self.draws < 1:
             raise ValueError("--draws must be at least 1")
+        if not self.greedy and not self.sampled:
+            raise ValueError("--no-greedy and --no-sampled leave nothing to play")
 
 
 def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool, draws: int = 1) -> dict:
@@ -164,14 +168,17 @@ def main(argv=None):
                for folder in how_played.against.split(",") if folder}
     model, tokenizer = freetext.load_model(folder, device)
     start, rows = time.perf_counter(), {}
-    hows = (("greedy", True), ("sampled", False))[:2 if how_played.sampled else 1]
+    hows = [(how, greedy) for how, greedy, asked in (("greedy", True, how_played.greedy),
+                                                     ("sampled", False, how_played.sampled))
+            if asked]
     plays = [(how, greedy, name, guided) for how, greedy in hows
              for name, guided in (("ReAct", False), ("ReAct w/ SG", True))]
     played = (f"{ft.model} on {cfg.eval_tasks} {ft.mazes} {cfg.size}x{cfg.size} mazes "
               f"(start at least {cfg.min_distance} moves away, {cfg.max_steps} moves), "
-              + (f"greedy and sampled at temperature {cfg.temperature:g}"
-                 + (f" ({how_played.draws} draws a maze)" if how_played.draws > 1 else "")
-                 if how_played.sampled else "greedy"))
+              + " and ".join(["greedy"] * how_played.greedy + [
+                  f"sampled at temperature {cfg.temperature:g}"
+                  + (f" ({how_played.draws} draws a maze)" if how_played.draws > 1 else "")]
+                  * how_played.sampled))
     for done, (how, greedy, name, guided) in enumerate(plays, 1):
         rows[f"{name}, {how}"] = play_all(model, tokenizer, cfg, ft, guided, greedy,
                                           1 if greedy else how_played.draws)

@@ -878,10 +878,10 @@ def test_a_prompted_run_stopped_midway_keeps_the_plays_it_finished(monkeypatch, 
     assert "plays done" not in (tmp_path / "prompted.md").read_text()
 
 
-def test_prompted_plays_the_held_out_or_the_tuning_mazes_greedy_or_also_sampled(monkeypatch,
-                                                                                 tmp_path):
+def test_prompted_plays_the_held_out_or_the_tuning_mazes_greedy_sampled_or_both(monkeypatch,
+                                                                              tmp_path, capsys):
     """--mazes tuning plays selfguide's calibration mazes (never trained on, never held out);
-    --no-sampled plays greedily only."""
+    --no-sampled plays greedily only, --no-greedy sampled only."""
     played = []
 
     def fake_play(model, tokenizer, seeds, guided, cfg, ft, seed, greedy=False):
@@ -909,6 +909,15 @@ def test_prompted_plays_the_held_out_or_the_tuning_mazes_greedy_or_also_sampled(
     assert [(s[0], g, gr) for s, g, gr in played] == [
         (sg.EVAL_SEED_BASE, False, True), (sg.EVAL_SEED_BASE, True, True),
         (sg.EVAL_SEED_BASE, False, False), (sg.EVAL_SEED_BASE, True, False)]
+    played.clear()
+    rows = prompted.main(args + ["--no-greedy", "--draws", "2", "--out", str(tmp_path)])
+    assert list(rows) == ["ReAct, sampled", "ReAct w/ SG, sampled"]
+    assert [g for _, _, g in played] == [False] * 4  # two draws a format, none greedy
+    assert "mazes (start at least 3 moves away, 2 moves), sampled at temperature 0.5 (2 draws " \
+        "a maze);" in (tmp_path / "prompted.md").read_text()
+    with pytest.raises(SystemExit):
+        prompted.parse_args(args + ["--no-greedy", "--no-sampled"])
+    assert "--no-greedy and --no-sampled leave nothing to play" in capsys.readouterr().err
 
 
 def test_uniform_moves_reach_the_goal_as_often_as_the_exact_walk(monkeypatch):
