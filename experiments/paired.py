@@ -85,7 +85,8 @@ def per_maze(side: str, seed: str) -> list:
 
 
 def plays_lines(a: str, b: str, seeds: list) -> list:
-    """a - b maze by maze on each seed; over several seeds, over the mazes and over the seeds."""
+    """a - b maze by maze on each seed; over several seeds, over the mazes and over the seeds
+    (each side named by its folder's last part and its play)."""
     per_seed = []
     for seed in seeds:
         x, y = per_maze(a, seed), per_maze(b, seed)
@@ -93,6 +94,7 @@ def plays_lines(a: str, b: str, seeds: list) -> list:
             raise SystemExit(f"error: seed {seed}: {len(x)} and {len(y)} mazes; pair plays of "
                              f"the same mazes (prompted.py's --eval-tasks)")
         per_seed.append([p - q for p, q in zip(x, y)])
+    a, b = (f"{Path(side.partition(':')[0]).name}:{side.partition(':')[2]}" for side in (a, b))
     lines = [f"{a} - {b}, seed {seed}, paired on {len(d)} mazes: {compare.interval_text(d)}"
              for seed, d in zip(seeds, per_seed)]
     if len(seeds) > 1:

@@ -1389,6 +1389,7 @@ def test_paired_plays_pairs_two_plays_maze_by_maze_then_over_mazes_and_seeds(tmp
             (tmp_path / f"{name}-{seed}" / "prompted.json").write_text(json.dumps(kept))
     A, B = f"{tmp_path}/sg_gr-{{seed}}:ReAct w/ SG, greedy", f"{tmp_path}/grpo-{{seed}}:ReAct, greedy"
     lines = paired.main(["--plays", f"{A}|{B}", "1,2"])
+    assert lines[0].startswith("sg_gr-{seed}:ReAct w/ SG, greedy - grpo-{seed}:ReAct, greedy, ")
     one, two = [1, 0, 0, 1], [0, 0, -1, 1]  # each seed's differences, maze by maze
     assert lines[0].endswith(f"seed 1, paired on 4 mazes: {compare.interval_text(one)}")
     assert lines[1].endswith(f"seed 2, paired on 4 mazes: {compare.interval_text(two)}")
