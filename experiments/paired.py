@@ -86,13 +86,19 @@ def per_maze(side: str, seed: str) -> list:
 
 def plays_lines(a: str, b: str, seeds: list) -> list:
     """a - b maze by maze on each seed; over several seeds, over the mazes and over the seeds
-    (each side named by its folder's last part and its play)."""
+    (each side named by its folder's last part and its play). The two sides must play the
+    same mazes (prompted.py's --mazes, --size...): only their number is checked here."""
+    if len(set(seeds)) < len(seeds):
+        raise SystemExit(f"error: a seed given twice ({','.join(seeds)}): each seed once")
     per_seed = []
     for seed in seeds:
         x, y = per_maze(a, seed), per_maze(b, seed)
-        if len(x) != len(y) or (per_seed and len(x) != len(per_seed[0])):
-            raise SystemExit(f"error: seed {seed}: {len(x)} and {len(y)} mazes; pair plays of "
-                             f"the same mazes (prompted.py's --eval-tasks)")
+        if len(x) != len(y):
+            raise SystemExit(f"error: seed {seed}: {len(x)} mazes against {len(y)}; pair plays "
+                             f"of the same mazes (prompted.py's --eval-tasks)")
+        if per_seed and len(x) != len(per_seed[0]):
+            raise SystemExit(f"error: seed {seed} played {len(x)} mazes, seed {seeds[0]} "
+                             f"{len(per_seed[0])}: pair the same mazes on every seed")
         per_seed.append([p - q for p, q in zip(x, y)])
     a, b = (f"{Path(side.partition(':')[0]).name}:{side.partition(':')[2]}" for side in (a, b))
     lines = [f"{a} - {b}, seed {seed}, paired on {len(d)} mazes: {compare.interval_text(d)}"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -109,7 +110,7 @@ def keep(name: str, kind: str, result: dict) -> Path:
     return out
 
 
-def freetext_command(config: dict) -> str:
+def freetext_command(config: dict, folder: Path) -> str:
     """The trl_freetext.py command that makes a run's recorded settings: a flag for each
     setting that differs from the default, less those the parser derives from the others
     (--kl-action from --kl-guide, say), checked by parsing the command back."""
@@ -119,13 +120,16 @@ def freetext_command(config: dict) -> str:
 
     import trl_freetext as freetext
 
+    def text(value) -> str:  # a float as short as it parses back exactly
+        short = f"{value:g}" if isinstance(value, float) else str(value)
+        return short if not isinstance(value, float) or float(short) == value else repr(value)
+
     def words(keys):
         flags = []
         for key in keys:
             value = config[key]
             flags += ([f"--{'' if value else 'no-'}{sg.flag(key)}"] if isinstance(value, bool)
-                      else [f"--{sg.flag(key)}", f"{value:g}" if isinstance(value, float)
-                            else str(value)])
+                      else [f"--{sg.flag(key)}", text(value)])
         return flags
 
     def parsed(keys):  # the settings the command makes; None where the parser refuses it
@@ -137,20 +141,26 @@ def freetext_command(config: dict) -> str:
         return {**sg.dataclasses.asdict(cfg), **sg.dataclasses.asdict(ft)}
 
     defaults = parsed([])
+    if set(config) != set(defaults):  # a run of an older or newer trl_freetext.py
+        raise SystemExit(f"error: {folder}'s settings are not this trl_freetext.py's: "
+                         f"{', '.join(sorted(set(config) ^ set(defaults)))}")
     keys = [key for key in config if config[key] != defaults.get(key)]
     for _ in range(2):  # a derived setting may be refused as a flag until another one goes
         for key in list(keys):
             if parsed([k for k in keys if k != key]) == config:
                 keys.remove(key)
-    if parsed(keys) != config:
-        raise SystemExit(f"error: no trl_freetext.py command makes {config.get('out')}'s settings")
-    return "python examples/trl_freetext.py " + " ".join(words(keys))
+    made = parsed(keys)
+    if made != config:
+        raise SystemExit(f"error: no trl_freetext.py command makes {folder}'s settings: "
+                         + ", ".join(k for k in config if made is None or made[k] != config[k]))
+    return "python examples/trl_freetext.py " + shlex.join(words(keys))
 
 
 def training_run(folder: Path) -> dict:
     """A trl_freetext.py run as kept: its command, evaluations (iteration: success), the
     success before training in its format (summary.md's prior row), training minutes
-    (generation and update) and peak resident set in its iterations (GiB), rounded."""
+    (generation, scoring and update) and the peak resident set by its last iteration (GiB,
+    before that iteration's evaluation), rounded."""
     if not (folder / "log.jsonl").exists() or not (folder / "summary.md").exists():
         raise SystemExit(f"error: {folder} holds no finished trl_freetext.py run (log.jsonl, "
                          f"summary.md)")
@@ -162,17 +172,17 @@ def training_run(folder: Path) -> dict:
                   (folder / "summary.md").read_text().splitlines()
                   if line.startswith(f"| {prior} |"))
     return rounded({
-        "command": freetext_command(config), "variant": config["variant"],
+        "command": freetext_command(config, folder), "variant": config["variant"],
         "final_evals": config["final_evals"], "before": before,
         "evaluations": {r["iteration"]: r["eval"]["success"] for r in records if "eval" in r},
-        "training_minutes": sum(r["generation_seconds"] + r["update_seconds"]
-                                for r in records) / 60,
+        "training_minutes": sum(r["generation_seconds"] + r.get("scoring_seconds", 0.0)
+                                + r["update_seconds"] for r in records) / 60,
         "peak_gib": max(r["peak_memory_gib"] for r in records)}, 6)
 
 
 def command_flags(command: str) -> dict:
     """A command's flags and their values ('' for a switch)."""
-    words = command.split()
+    words = shlex.split(command)
     return {w: words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("--") else ""
             for i, w in enumerate(words) if w.startswith("--")}
 
@@ -204,6 +214,7 @@ def runs_table(runs: dict) -> str:
 def full_commit(commit: str) -> str:
     """A commit's whole hash (git's, where this is a clone that has it), else as given."""
     import subprocess
+    commit = commit.strip()
     found = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
                            cwd=KEPT.parent, capture_output=True, text=True)
     return found.stdout.strip() or commit
@@ -211,9 +222,10 @@ def full_commit(commit: str) -> str:
 
 def save(folder: str, name: str, commit: str | None = None) -> Path:
     """A comparison's compare.json (compare.py's --out), compacted, or a checkpoint
-    experiment's checkpoints.json (checkpoints.py's) or a prompted model's prompted.json
-    (prompted.py's), rounded, into results/<name>/; a prompted run stopped midway is kept
-    with what it played, marked partial."""
+    experiment's checkpoints.json (checkpoints.py's), a prompted model's prompted.json
+    (prompted.py's) or training runs of trl_freetext.py (comma-separated; training_run),
+    rounded, into results/<name>/; a prompted run stopped midway is kept with what it
+    played, marked partial. A commit given is kept whole (full_commit)."""
     if "," in folder or (Path(folder) / "log.jsonl").exists():  # training runs
         if not commit:
             raise SystemExit(f"error: say which commit made {folder} with --commit")
@@ -223,6 +235,9 @@ def save(folder: str, name: str, commit: str | None = None) -> Path:
         if len(commits) != len(folders):
             raise SystemExit(f"error: --commit names {len(commits)} commits for "
                              f"{len(folders)} runs: one for all, or one a run")
+        if len({f.name for f in folders}) < len(folders):
+            raise SystemExit("error: two runs of one name: a kept run is known by its folder's "
+                             "name")
         runs = {f.name: {**training_run(f), "commit": c} for f, c in zip(folders, commits)}
         return keep(name, "runs", {"kind": "runs", "command": "\n".join(
             run["command"] for run in runs.values()), "commit": ", ".join(dict.fromkeys(commits)),
@@ -239,14 +254,14 @@ def save(folder: str, name: str, commit: str | None = None) -> Path:
             stopped = re.search(r"stopped or still playing: \d+ of \d+ plays done", head)
             return keep(name, kind, {
                 "kind": kind, "command": head.split("Command: ")[1].splitlines()[0],
-                "commit": commit, "seeds": [int(s) for s in seeds],
+                "commit": full_commit(commit), "seeds": [int(s) for s in seeds],
                 ("rows" if kind == "prompted" else "per_seed"): figures,
                 **({"partial": stopped.group(0)} if stopped else {})})
     path = folder / "compare.json"
     if not path.exists():
         raise SystemExit(f"error: no compare.json in {folder}: give a finished comparison's --out")
     result = json.loads(path.read_text())
-    result["commit"] = commit or result.get("commit")
+    result["commit"] = full_commit(commit) if commit else result.get("commit")
     if not result["commit"]:
         raise SystemExit(f"error: {path} records no commit (made before compare.py recorded "
                          f"one): say which with --commit")
@@ -368,8 +383,9 @@ def parse_args(argv=None):
     keep = verbs.add_parser("save", help="keep a comparison's results under a name")
     keep.add_argument("folder", help="its --out, or training runs' --out folders, comma-separated")
     keep.add_argument("name")
-    keep.add_argument("--commit", default=None, help="the commit that made them, if unrecorded "
-                      "(training runs: one for all, or one a run, comma-separated)")
+    keep.add_argument("--commit", default=None, help="the commit that made them, where the "
+                      "results do not record it (all but compare.py's): for training runs one "
+                      "for all, or one a run, comma-separated")
     verbs.add_parser("show", help="print a kept comparison's tables").add_argument("name")
     verbs.add_parser("list", help="the kept comparisons")
     return parser.parse_args(argv)

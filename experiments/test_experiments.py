@@ -7,6 +7,7 @@ test_selfguide.py; the tiny settings and fixtures all share are in conftest.py.
 import json
 import math
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -1196,9 +1197,10 @@ def test_every_kept_comparisons_tables_are_in_the_docs_as_printed():
     assert kept
     for name in kept:
         result = results.load(name)
-        assert all(command.startswith(("python experiments/", "python examples/"))
-                   for command in result["command"].splitlines()) and \
-            len(result["commit"]) >= 40, name
+        scripts = ("python examples/trl_freetext.py " if result.get("kind") == "runs" else
+                   "python experiments/")  # training runs are the example's; the rest, harnesses'
+        assert all(command.startswith(scripts) for command in result["command"].splitlines()) \
+            and len(result["commit"]) >= 40, name
         for table in results.tables(name):
             assert table in docs, f"{name}'s table is not in the docs as printed:\n{table}"
 
@@ -1257,50 +1259,60 @@ def test_a_prompted_models_plays_are_kept_with_their_command_and_print_their_tab
 
 def test_training_runs_are_kept_with_commands_that_make_their_settings(tmp_path, monkeypatch):
     """Free-text training runs, kept together: each run's command rebuilt from its recorded
-    settings (parsed back to the same settings, derived ones not given), and a table of the
-    flags they differ in, success before and at each evaluation, minutes and peak."""
+    settings (parsed back to the same settings, derived ones not given, a float exactly), and
+    a table of the flags they differ in, success before and at each evaluation, the mean of
+    the last three, minutes and peak."""
     sys.path.insert(0, str(ROOT / "examples"))
     import results
     import trl_freetext
     monkeypatch.setattr(results, "KEPT", tmp_path / "kept")
     given = {"grpo": "--size 4 --min-distance 3 --max-steps 12 --variant grpo --kl-guide 0 "
-                     "--iterations 4 --lr 1e-05 --bf16 --no-cue --out runs/a",
-             "sg_gr": "--size 4 --min-distance 3 --max-steps 12 --kl-guide 0 --iterations 4 "
-                      "--lr 3e-05 --bf16 --no-cue --out runs/b"}
-    for variant, command in given.items():
-        cfg, ft = trl_freetext.parse_config(command.split())
+                     "--iterations 8 --lr 1e-05 --bf16 --no-cue --out 'runs/a b'",
+             "sg_gr": "--size 4 --min-distance 3 --max-steps 12 --kl-guide 0 --iterations 8 "
+                      "--lr 1.2345678e-05 --bf16 --no-cue --out runs/b"}
+    for n, (variant, command) in enumerate(given.items()):
+        cfg, ft = trl_freetext.parse_config(shlex.split(command))
         assert cfg.kl_action == 0.0 and cfg.guide_temperature == 0.5  # derived, not given
         folder = tmp_path / variant
         folder.mkdir()
         (folder / "selfguide_config.json").write_text(json.dumps(
             {**sg.dataclasses.asdict(cfg), **sg.dataclasses.asdict(ft)}))
         (folder / "log.jsonl").write_text("".join(json.dumps(
-            {"iteration": i, "generation_seconds": 30.0, "update_seconds": 15.0,
-             "peak_memory_gib": 1.0 + i, **({"eval": {"success": 0.1 * i}} if i % 2 == 0 else {})})
-            + "\n" for i in range(1, 5)))
+            {"iteration": i, "generation_seconds": 30.0 + 30 * n, "scoring_seconds": 6.0,
+             "update_seconds": 24.0, "peak_memory_gib": 1.0 + i + n,
+             **({"eval": {"success": 0.1 * i + 0.05 * n}} if i % 2 == 0 else {})}) + "\n"
+            for i in range(1, 9)))
         (folder / "summary.md").write_text("| policy | success |\n|---|---|\n"
                                            "| prior, no guide (ReAct) | 0.250 |\n"
                                            "| prior, guide (ReAct w/ SG) | 0.375 |\n")
+    both = f"{tmp_path / 'grpo'},{tmp_path / 'sg_gr'}"
     with pytest.raises(SystemExit, match="--commit"):
-        results.save(f"{tmp_path / 'grpo'},{tmp_path / 'sg_gr'}", "tune")
+        results.save(both, "tune")
     with pytest.raises(SystemExit, match="names 3 commits for 2 runs"):
-        results.save(f"{tmp_path / 'grpo'},{tmp_path / 'sg_gr'}", "tune", commit="a,b,c")
-    results.save(f"{tmp_path / 'grpo'},{tmp_path / 'sg_gr'}", "tune", commit="a" * 40)
+        results.save(both, "tune", commit="a,b,c")
+    results.save(both, "tune", commit=f"{'a' * 40}, {'b' * 40}")
     kept = results.load("tune")
-    commands = kept["command"].splitlines()
-    for command, (variant, words) in zip(commands, given.items()):
+    for command, words in zip(kept["command"].splitlines(), given.values()):
         assert command.startswith("python examples/trl_freetext.py ")
-        assert sorted(command.split()[2:]) == sorted(words.split())  # what was given, no more
-        assert trl_freetext.parse_config(command.split()[2:]) == trl_freetext.parse_config(
-            words.split())
-    assert kept["commit"] == "a" * 40
+        assert sorted(shlex.split(command)[2:]) == sorted(shlex.split(words))  # no more, no less
+    assert kept["commit"] == f"{'a' * 40}, {'b' * 40}"
     assert results.tables("tune") == ["\n".join([
-        "| run | variant | before | iteration 2 | iteration 4 | mean of the last evaluations "
-        "| training | peak in training |", "|---|---|---|---|---|---|---|---|",
-        "| --lr 1e-05 | grpo | 0.250 | 0.200 | 0.400 | 0.300 | 3.0 min | 5.0 GiB |",
-        "| --lr 3e-05 | sg_gr | 0.375 | 0.200 | 0.400 | 0.300 | 3.0 min | 5.0 GiB |"])]
+        "| run | variant | before | iteration 2 | iteration 4 | iteration 6 | iteration 8 | "
+        "mean of the last evaluations | training | peak in training |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        "| --lr 1e-05 | grpo | 0.250 | 0.200 | 0.400 | 0.600 | 0.800 | 0.600 | 8.0 min | 9.0 GiB |",
+        "| --lr 1.2345678e-05 | sg_gr | 0.375 | 0.250 | 0.450 | 0.650 | 0.850 | 0.650 | 12.0 min "
+        "| 10.0 GiB |"])]
+    results.save(str(tmp_path / "grpo"), "one", commit="a" * 40)  # one run: no comma needed
+    assert list(results.load("one")["runs"]) == ["grpo"]
     with pytest.raises(SystemExit, match="holds no finished trl_freetext.py run"):
         results.save(f"{tmp_path / 'grpo'},{tmp_path}", "tune", commit="a" * 40)
+    with pytest.raises(SystemExit, match="two runs of one name"):
+        results.save(f"{tmp_path / 'grpo'},{tmp_path / 'grpo'}", "tune", commit="a" * 40)
+    config = json.loads((tmp_path / "grpo" / "selfguide_config.json").read_text())
+    (tmp_path / "grpo" / "selfguide_config.json").write_text(json.dumps({**config, "old": 1}))
+    with pytest.raises(SystemExit, match="grpo's settings are not this trl_freetext.py's: old"):
+        results.save(str(tmp_path / "grpo"), "tune", commit="a" * 40)
 
 
 def test_the_rise_table_reads_each_runs_probe_at_two_evaluations_and_pairs_it_with_the_placebo():
@@ -1402,6 +1414,15 @@ def test_paired_plays_pairs_two_plays_maze_by_maze_then_over_mazes_and_seeds(tmp
         paired.main(["--plays", f"{A}|{tmp_path}/grpo-{{seed}}:ReAct, sampled", "1"])
     with pytest.raises(SystemExit, match="no prompted.json in .*sg_gr-3"):
         paired.main(["--plays", f"{A}|{B}", "1,3"])
+    with pytest.raises(SystemExit, match="a seed given twice"):
+        paired.main(["--plays", f"{A}|{B}", "1,1"])
+    rows = json.loads((tmp_path / "grpo-2" / "prompted.json").read_text())
+    rows["rows"]["ReAct, greedy"]["per_maze"] += [1]
+    (tmp_path / "grpo-2" / "prompted.json").write_text(json.dumps(rows))
+    with pytest.raises(SystemExit, match="seed 2: 4 mazes against 5"):
+        paired.main(["--plays", f"{A}|{B}", "1,2"])
+    with pytest.raises(SystemExit, match="seed 2 played 5 mazes, seed 1 4"):
+        paired.main(["--plays", f"{B}|{B}", "1,2"])
 
 
 def fake_bridge_run(folder: Path, prior: float, successes: list, failures=None):
