@@ -33,6 +33,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent / "examples"),
                 str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
 
 import torch  # noqa: E402
+from tqdm.auto import tqdm  # noqa: E402
 
 import compare  # noqa: E402
 import selfguide as sg  # noqa: E402
@@ -68,9 +69,11 @@ def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool, draws: int =
     first index): selfguide's metrics and the format's failures over all episodes, and per
     maze the share of its draws that reached the goal."""
     seeds = freetext.maze_seeds(ft.mazes, cfg.eval_tasks)
+    batches = [(d, i) for d in range(draws) for i in range(0, len(seeds), BATCH)]
+    play = f"{'ReAct w/ SG' if guided else 'ReAct'}, {'greedy' if greedy else 'sampled'}"
     parts = [freetext.play(model, tokenizer, seeds[i:i + BATCH], guided, cfg, ft,
                            cfg.seed + 10**5 * d + i, greedy=greedy)
-             for d in range(draws) for i in range(0, len(seeds), BATCH)]
+             for d, i in tqdm(batches, desc=f"{play}: batches of {BATCH} mazes", leave=False)]
     episodes = freetext.concat_episodes(parts)
     reached = (episodes.steps.env_return > 0).float().view(draws, len(seeds))   # (draws, mazes)
     return {**sg.episode_metrics(episodes.steps), **freetext.shares(episodes),
