@@ -86,7 +86,7 @@ def per_maze(side: str, seed: str) -> list:
 
 def plays_lines(a: str, b: str, seeds: list) -> list:
     """a - b maze by maze on each seed; over several seeds, over the mazes and over the seeds
-    (each side named by its folder's last part and its play). The two sides must play the
+    (each side named by its folder's last part, the seed filled in, and its play). The two sides must play the
     same mazes (prompted.py's --mazes, --size...): only their number is checked here."""
     if len(set(seeds)) < len(seeds):
         raise SystemExit(f"error: a seed given twice ({','.join(seeds)}): each seed once")
@@ -100,15 +100,18 @@ def plays_lines(a: str, b: str, seeds: list) -> list:
             raise SystemExit(f"error: seed {seed} played {len(x)} mazes, seed {seeds[0]} "
                              f"{len(per_seed[0])}: pair the same mazes on every seed")
         per_seed.append([p - q for p, q in zip(x, y)])
-    a, b = (f"{Path(side.partition(':')[0]).name}:{side.partition(':')[2]}" for side in (a, b))
-    lines = [f"{a} - {b}, seed {seed}, paired on {len(d)} mazes: {compare.interval_text(d)}"
-             for seed, d in zip(seeds, per_seed)]
+    def name(side, seed="{seed}"):
+        folder, _, play = side.format(seed=seed).partition(":")
+        return f"{Path(folder).name}:{play}"
+
+    lines = [f"{name(a, seed)} - {name(b, seed)}, paired on {len(d)} mazes: "
+             f"{compare.interval_text(d)}" for seed, d in zip(seeds, per_seed)]
     if len(seeds) > 1:
-        mazes = [sum(d) / len(d) for d in zip(*per_seed)]
-        lines += [f"{a} - {b}, over the {len(mazes)} mazes (each the mean of {len(seeds)} "
-                  f"seeds): {compare.interval_text(mazes)}",
-                  interval_line(f"{a} - {b}, over the {len(seeds)} seeds (each the mean of "
-                                f"{len(mazes)} mazes)", [sum(d) / len(d) for d in per_seed])]
+        mazes, both = [sum(d) / len(d) for d in zip(*per_seed)], f"{name(a)} - {name(b)}"
+        lines += [f"{both}, seeds {','.join(seeds)}, over the {len(mazes)} mazes (each the mean "
+                  f"of the seeds'): {compare.interval_text(mazes)}",
+                  interval_line(f"{both}, seeds {','.join(seeds)}, over the seeds (each the "
+                                f"mean of the mazes')", [sum(d) / len(d) for d in per_seed])]
     return lines
 
 

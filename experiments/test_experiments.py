@@ -1401,13 +1401,15 @@ def test_paired_plays_pairs_two_plays_maze_by_maze_then_over_mazes_and_seeds(tmp
             (tmp_path / f"{name}-{seed}" / "prompted.json").write_text(json.dumps(kept))
     A, B = f"{tmp_path}/sg_gr-{{seed}}:ReAct w/ SG, greedy", f"{tmp_path}/grpo-{{seed}}:ReAct, greedy"
     lines = paired.main(["--plays", f"{A}|{B}", "1,2"])
-    assert lines[0].startswith("sg_gr-{seed}:ReAct w/ SG, greedy - grpo-{seed}:ReAct, greedy, ")
     one, two = [1, 0, 0, 1], [0, 0, -1, 1]  # each seed's differences, maze by maze
-    assert lines[0].endswith(f"seed 1, paired on 4 mazes: {compare.interval_text(one)}")
-    assert lines[1].endswith(f"seed 2, paired on 4 mazes: {compare.interval_text(two)}")
-    assert lines[2].endswith(f"over the 4 mazes (each the mean of 2 seeds): "
-                             f"{compare.interval_text([0.5, 0, -0.5, 1])}")
-    assert lines[3].endswith(f"over the 2 seeds (each the mean of 4 mazes): "
+    assert lines[0] == (f"sg_gr-1:ReAct w/ SG, greedy - grpo-1:ReAct, greedy, paired on 4 "
+                        f"mazes: {compare.interval_text(one)}")
+    assert lines[1] == (f"sg_gr-2:ReAct w/ SG, greedy - grpo-2:ReAct, greedy, paired on 4 "
+                        f"mazes: {compare.interval_text(two)}")
+    assert lines[2] == (f"sg_gr-{{seed}}:ReAct w/ SG, greedy - grpo-{{seed}}:ReAct, greedy, "
+                        f"seeds 1,2, over the 4 mazes (each the mean of the seeds'): "
+                        f"{compare.interval_text([0.5, 0, -0.5, 1])}")
+    assert lines[3].endswith(f"seeds 1,2, over the seeds (each the mean of the mazes'): "
                              f"{compare.interval_text([0.5, 0])}, above on 1 of 2 seeds")
     assert len(paired.main(["--plays", f"{A}|{B}", "1"])) == 1  # one seed: over mazes only
     with pytest.raises(SystemExit, match="has no play 'ReAct, sampled'; it has: ReAct, greedy"):
