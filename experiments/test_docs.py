@@ -4,7 +4,8 @@ parser of the script it names, and every link, image and #anchor of those pages 
 
 Nothing is trained: each command is parsed, not run, so the whole check takes a second and
 needs no optional package (with accelerate installed, `accelerate launch`'s own options are
-parsed too).
+parsed too). The one kind run is `paired.py --plays` on kept plays, which reads JSON: every
+line it prints must stand in the docs as printed.
 
     python -m pytest -q experiments/test_docs.py
 """
@@ -199,6 +200,21 @@ def test_every_command_in_the_docs_is_accepted_by_its_script():
         except Exception as error:  # noqa: BLE001: collect them all, say each
             failures.append(f"{where}: {shlex.join(words)}\n    {type(error).__name__}: {error}")
     assert not failures, f"{len(failures)} commands fail:\n" + "\n".join(failures)
+
+
+def test_every_pairing_of_kept_plays_in_the_docs_prints_what_the_docs_show(monkeypatch):
+    """`paired.py --plays` on plays kept under experiments/results/ is run as the docs give it
+    (from the repository's root), and each line it prints stands in the docs verbatim."""
+    paired = load("experiments/paired.py")
+    monkeypatch.chdir(ROOT)
+    docs = "".join((ROOT / doc).read_text() for doc in DOCS)
+    pairings = [words for _, words in doc_commands()
+                if words[1:3] == ["experiments/paired.py", "--plays"]
+                and words[3].startswith("experiments/results/")]
+    assert pairings  # the seed runs' comparisons (examples/README.md)
+    for words in pairings:
+        for line in paired.main(words[2:]):
+            assert line in docs, f"{shlex.join(words)} prints a line the docs lack:\n{line}"
 
 
 def test_the_command_reader_splits_expands_and_finds_what_is_not_accepted():
