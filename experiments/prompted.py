@@ -5,8 +5,8 @@ ReAct against ReAct w/ SG, paired maze by maze.
         --max-steps 12 --eval-tasks 100 --out runs/prompted-smollm2
     python experiments/prompted.py --model random --size 4 --min-distance 3 --max-steps 12 \\
         --eval-tasks 100                         # the baseline: moves drawn uniformly, no model
-    python experiments/prompted.py --model runs/smollm2-sg_gr --example --size 4 \\
-        --min-distance 3 --max-steps 12 --eval-tasks 50 --against runs/heldout-warm
+    python experiments/prompted.py --model runs/heldout/sg_gr-seed1 --example --size 4 \\
+        --min-distance 3 --max-steps 12 --eval-tasks 50 --against runs/heldout/warm
     python experiments/prompted.py --help        # selfguide.py's and the free-text path's settings
 
 Every held-out maze (selfguide's held-out tasks) is played four ways by the same model:
