@@ -70,9 +70,15 @@ def run_score(folder: str, key: str = "success") -> float:
     return final[key]
 
 
+def play_side(side: str, seed: str = "{seed}") -> tuple:
+    """'folder:play' as (folder, play), {seed} filled in (left as it is by default)."""
+    folder, _, play = side.format(seed=seed).partition(":")
+    return folder, play
+
+
 def per_maze(side: str, seed: str) -> list:
     """A prompted.py play's success maze by maze: side is 'folder:play', {seed} filled in."""
-    folder, _, name = side.format(seed=seed).partition(":")
+    folder, name = play_side(side, seed)
     path = Path(folder) / "prompted.json"
     if not path.exists():
         raise SystemExit(f"error: no prompted.json in {folder}: give a prompted.py run's --out "
@@ -86,8 +92,9 @@ def per_maze(side: str, seed: str) -> list:
 
 def plays_lines(a: str, b: str, seeds: list) -> list:
     """a - b maze by maze on each seed; over several seeds, over the mazes and over the seeds
-    (each side named by its folder's last part, the seed filled in, and its play). The two sides must play the
-    same mazes (prompted.py's --mazes, --size...): only their number is checked here."""
+    (each side named by its folder's last part, the seed filled in, and its play). The two
+    sides must play the same mazes (prompted.py's --mazes, --size...): only their number is
+    checked here."""
     if len(set(seeds)) < len(seeds):
         raise SystemExit(f"error: a seed given twice ({','.join(seeds)}): each seed once")
     per_seed = []
@@ -100,8 +107,9 @@ def plays_lines(a: str, b: str, seeds: list) -> list:
             raise SystemExit(f"error: seed {seed} played {len(x)} mazes, seed {seeds[0]} "
                              f"{len(per_seed[0])}: pair the same mazes on every seed")
         per_seed.append([p - q for p, q in zip(x, y)])
+
     def name(side, seed="{seed}"):
-        folder, _, play = side.format(seed=seed).partition(":")
+        folder, play = play_side(side, seed)
         return f"{Path(folder).name}:{play}"
 
     lines = [f"{name(a, seed)} - {name(b, seed)}, paired on {len(d)} mazes: "

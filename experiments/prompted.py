@@ -13,10 +13,10 @@ Every held-out maze (selfguide's held-out tasks) is played four ways by the same
 without and with the assessment, greedy and sampled at --temperature (a draw per maze, the
 same seed for both formats; --no-sampled or --no-greedy plays one of the two). Each row
 reports success, the format's failures (unreadable assessments, replies without a move) and
-the guide's balanced and progress accuracy against the maze's truth; the two formats are paired on the same mazes: the mean difference in
-success with its 95% t-interval over the mazes. --against pairs each row with other runs'
-on the same mazes (a trained model against the one it started from, or another trained
-one). Each play is written to --out as it ends, so a long run stopped midway keeps the plays
+the guide's balanced and progress accuracy against the maze's truth; the two formats are
+paired on the same mazes: the mean difference in success with its 95% t-interval over the
+mazes. --against pairs each row with other runs' on the same mazes (a trained model against
+the one it started from, or another trained one). Each play is written to --out as it ends, so a long run stopped midway keeps the plays
 it finished (its heading says how many). The free-text path (examples/trl_freetext.py) plays
 every episode; this file only tallies.
 """

@@ -8,7 +8,7 @@ checks that the docs hold it verbatim.
     python experiments/results.py show hindsight-house-tuning     # its tables, as the docs hold them
     python experiments/results.py list                            # what is kept
     python experiments/results.py save runs/tune/grpo-lr1e-5,runs/tune/grpo-lr3e-5 tune \
-        --commit 333f772                                          # training runs of trl_freetext.py
+        --commit 333f772                                # training runs of trl_freetext.py
 
 `save` refuses a comparison that has no commit recorded (made before compare.py recorded one)
 unless --commit names it. It keeps a comparison (compare.py's --out), a checkpoint experiment
@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
 
 import compare  # noqa: E402
+import plots  # noqa: E402  (its log reader; matplotlib only when a figure is drawn)
 
 import selfguide as sg  # noqa: E402
 
@@ -118,7 +119,7 @@ def freetext_command(config: dict, folder: Path) -> str:
     import contextlib
     import io
 
-    import trl_freetext as freetext
+    import trl_freetext
 
     def text(value) -> str:  # a float as short as it parses back exactly
         short = f"{value:g}" if isinstance(value, float) else str(value)
@@ -135,7 +136,7 @@ def freetext_command(config: dict, folder: Path) -> str:
     def parsed(keys):  # the settings the command makes; None where the parser refuses it
         try:
             with contextlib.redirect_stderr(io.StringIO()):
-                cfg, ft = freetext.parse_config(words(keys))
+                cfg, ft = trl_freetext.parse_config(words(keys))
         except SystemExit:
             return None
         return {**sg.dataclasses.asdict(cfg), **sg.dataclasses.asdict(ft)}
@@ -144,7 +145,7 @@ def freetext_command(config: dict, folder: Path) -> str:
     if set(config) != set(defaults):  # a run of an older or newer trl_freetext.py
         raise SystemExit(f"error: {folder}'s settings are not this trl_freetext.py's: "
                          f"{', '.join(sorted(set(config) ^ set(defaults)))}")
-    keys = [key for key in config if config[key] != defaults.get(key)]
+    keys = [key for key in config if config[key] != defaults[key]]
     for _ in range(2):  # a derived setting may be refused as a flag until another one goes
         for key in list(keys):
             if parsed([k for k in keys if k != key]) == config:
@@ -157,23 +158,23 @@ def freetext_command(config: dict, folder: Path) -> str:
 
 
 def training_run(folder: Path) -> dict:
-    """A trl_freetext.py run as kept: its command, evaluations (iteration: success), the
-    success before training in its format (summary.md's prior row), training minutes
-    (generation, scoring and update) and the peak resident set by its last iteration (GiB,
-    before that iteration's evaluation), rounded."""
+    """A trl_freetext.py run as kept: its command, evaluations (iteration: success) and final
+    score (the mean of the last --final-evals, as selfguide scores a run), the success before
+    training in its format (summary.md's prior row), training minutes (generation, scoring and
+    update) and the peak resident set by its last iteration (GiB, before that iteration's
+    evaluation), rounded."""
+    import freetext  # the free-text comparison's reader of a run's prior row
+
     if not (folder / "log.jsonl").exists() or not (folder / "summary.md").exists():
         raise SystemExit(f"error: {folder} holds no finished trl_freetext.py run (log.jsonl, "
                          f"summary.md)")
     config = json.loads((folder / "selfguide_config.json").read_text())
-    records = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
-    prior = "prior, guide (ReAct w/ SG)" if config["variant"] != "grpo" else \
-        "prior, no guide (ReAct)"
-    before = next(float(line.split("|")[2]) for line in
-                  (folder / "summary.md").read_text().splitlines()
-                  if line.startswith(f"| {prior} |"))
+    records = plots.read_log(folder / "log.jsonl")
+    prior = freetext.VARIANTS["grpo" if config["variant"] == "grpo" else "sg_gr"][1]
     return rounded({
         "command": freetext_command(config, folder), "variant": config["variant"],
-        "final_evals": config["final_evals"], "before": before,
+        "before": freetext.prior_row((folder / "summary.md").read_text(), prior)["success"],
+        "final": sg.final_metrics(records, config["final_evals"])["success"],
         "evaluations": {r["iteration"]: r["eval"]["success"] for r in records if "eval" in r},
         "training_minutes": sum(r["generation_seconds"] + r.get("scoring_seconds", 0.0)
                                 + r["update_seconds"] for r in records) / 60,
@@ -189,8 +190,8 @@ def command_flags(command: str) -> dict:
 
 def runs_table(runs: dict) -> str:
     """Kept training runs, a line each: the flags they differ in (their --out aside), their
-    variant, success before training and at each evaluation, the mean of the last
-    --final-evals, training minutes and the peak resident set of the iterations."""
+    variant, success before training, at each evaluation and as scored (the mean of the last
+    --final-evals), training minutes and the peak resident set of the iterations."""
     flags = {name: command_flags(run["command"]) for name, run in runs.items()}
     differ = [flag for flag in dict.fromkeys(f for run in flags.values() for f in run)
               if flag not in ("--out", "--variant")
@@ -203,10 +204,9 @@ def runs_table(runs: dict) -> str:
         label = " ".join(f"{flag} {flags[name][flag]}".strip() if flag in flags[name] else
                          f"(no {flag})" for flag in differ) or name
         at = {int(i): v for i, v in run["evaluations"].items()}
-        last = [at[i] for i in sorted(at)][-run["final_evals"]:]
         lines.append(f"| {label} | {run['variant']} | {run['before']:.3f} | "
                      + " | ".join(f"{at[i]:.3f}" if i in at else "-" for i in iterations)
-                     + f" | {sum(last) / len(last):.3f} | {run['training_minutes']:.1f} min | "
+                     + f" | {run['final']:.3f} | {run['training_minutes']:.1f} min | "
                      f"{run['peak_gib']:.1f} GiB |")
     return "\n".join(lines)
 

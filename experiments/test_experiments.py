@@ -1282,9 +1282,10 @@ def test_training_runs_are_kept_with_commands_that_make_their_settings(tmp_path,
              "update_seconds": 24.0, "peak_memory_gib": 1.0 + i + n,
              **({"eval": {"success": 0.1 * i + 0.05 * n}} if i % 2 == 0 else {})}) + "\n"
             for i in range(1, 9)))
-        (folder / "summary.md").write_text("| policy | success |\n|---|---|\n"
-                                           "| prior, no guide (ReAct) | 0.250 |\n"
-                                           "| prior, guide (ReAct w/ SG) | 0.375 |\n")
+        (folder / "summary.md").write_text(  # as report writes it
+            "| policy | success | steps | guide bal. acc. |\n|---|---|---|---|\n"
+            "| prior, no guide (ReAct) | 0.250 | 9.0 | - |\n"
+            "| prior, guide (ReAct w/ SG) | 0.375 | 8.0 | 1.000 |\n")
     both = f"{tmp_path / 'grpo'},{tmp_path / 'sg_gr'}"
     with pytest.raises(SystemExit, match="--commit"):
         results.save(both, "tune")
