@@ -259,6 +259,25 @@ def test_the_warm_start_trains_one_conversation_at_a_time_and_recomputes_activat
         assert args.activation_checkpointing == recomputed
 
 
+def test_the_warm_starts_own_head_is_the_cpus_only(monkeypatch):
+    """On an accelerator TRL's fused head already projects only the trained positions: there
+    the warm start's loss is TRL's own, untouched; on a CPU it is the trained tokens' head."""
+    pytest.importorskip("trl", reason="the warm start needs the optional trl==1.16.0")
+    import warm_start
+    from types import SimpleNamespace
+    from trl import SFTTrainer
+    monkeypatch.setattr(SFTTrainer, "compute_loss", lambda self, *args, **kwargs: "TRL's")
+    cls = warm_start.trainer_class()
+    trainer = object.__new__(cls)  # no model needed: the device picks the loss
+    inputs = {"labels": torch.tensor([[-100, 5, 6]]), "input_ids": torch.tensor([[1, 5, 6]]),
+              "attention_mask": torch.ones(1, 3, dtype=torch.long)}
+    trainer.accelerator = SimpleNamespace(device=torch.device("cuda"))
+    assert cls.compute_loss(trainer, None, dict(inputs)) == "TRL's"
+    trainer.accelerator = SimpleNamespace(device=torch.device("cpu"))
+    with pytest.raises(TypeError):  # its own head: it calls the model (None here)
+        cls.compute_loss(trainer, None, dict(inputs))
+
+
 # --- The episode, played with scripted replies ---
 
 class Scripted:
