@@ -66,17 +66,10 @@ def bash_blocks(text: str) -> list:
 def block_commands(block: str) -> list:
     """Each command of a bash block as its words: lines joined at a trailing backslash,
     comments dropped, NAME="..." lines (and `for NAME in ...; do` loops, with their first
-    value) defining variables that later lines expand, and commands split at && and ;."""
+    value) defining variables that later lines, and later definitions, expand, and commands
+    split at && and ;."""
     variables, commands = {}, []
     for line in block.replace("\\\n", " ").splitlines():
-        assignment = re.fullmatch(r"\s*([A-Za-z_]\w*)=(.*)", line)
-        loop = re.fullmatch(r"\s*for (\w+) in (\S+).*; do\s*", line)  # checked with its first value
-        if assignment or loop:
-            name, value = (assignment or loop)[1], (assignment or loop)[2]
-            variables[name] = " ".join(shlex.split(value, comments=True))
-            continue
-        if line.strip() == "done":
-            continue
 
         def expand(match):
             name = match[1] or match[2]
@@ -84,6 +77,15 @@ def block_commands(block: str) -> list:
                 raise AssertionError(f"${name} is not defined in its block: {line.strip()!r}")
             return variables[name]
 
+        assignment = re.fullmatch(r"\s*([A-Za-z_]\w*)=(.*)", line)
+        loop = re.fullmatch(r"\s*for (\w+) in (\S+).*; do\s*", line)  # checked with its first value
+        if assignment or loop:
+            name, value = (assignment or loop)[1], (assignment or loop)[2]
+            value = re.sub(r"\$\{(\w+)\}|\$(\w+)", expand, value)  # G="... $S ...", as bash
+            variables[name] = " ".join(shlex.split(value, comments=True))
+            continue
+        if line.strip() == "done":
+            continue
         line = re.sub(r"\$\{(\w+)\}|\$(\w+)", expand, line)
         lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
         lexer.whitespace_split, lexer.commenter = True, "#"
@@ -226,6 +228,8 @@ def test_the_command_reader_splits_expands_and_finds_what_is_not_accepted():
         ["python", "-m", "pytest", "-q", "test_selfguide.py"]]
     with pytest.raises(AssertionError, match=r"\$B is not defined"):
         block_commands("python selfguide.py $B")
+    assert block_commands('S="--size 4"\nG="--seed 1 $S"\npython selfguide.py $G') == [
+        ["python", "selfguide.py", "--seed", "1", "--size", "4"]]  # expanded where defined
     check_command(["python", "selfguide.py", "--variant", "grpo"])
     check_command(["python", "experiments/compare.py", "--rows", "core", "--seeds", "2"])
     for refused, why in (
