@@ -259,23 +259,39 @@ def test_the_warm_start_trains_one_conversation_at_a_time_and_recomputes_activat
         assert args.activation_checkpointing == recomputed
 
 
-def test_the_warm_starts_own_head_is_the_cpus_only(monkeypatch):
-    """On an accelerator TRL's fused head already projects only the trained positions: there
-    the warm start's loss is TRL's own, untouched; on a CPU it is the trained tokens' head."""
+def test_the_warm_starts_own_head_is_where_trls_projects_every_position(monkeypatch):
+    """Where TRL's fused head already projects only the trained positions (Triton's devices)
+    the warm start's loss is TRL's own, untouched; elsewhere, and on a CPU, the trained
+    tokens' head, but TRL's wherever outputs are asked for (an evaluation)."""
     pytest.importorskip("trl", reason="the warm start needs the optional trl==1.16.0")
+    import transformers.utils
     import warm_start
     from types import SimpleNamespace
     from trl import SFTTrainer
     monkeypatch.setattr(SFTTrainer, "compute_loss", lambda self, *args, **kwargs: "TRL's")
     cls = warm_start.trainer_class()
-    trainer = object.__new__(cls)  # no model needed: the device picks the loss
+    trainer = object.__new__(cls)  # no weights needed: the device picks the loss
+
+    class Called(Exception):
+        pass
+
+    def model(**kwargs):  # the own head's pass reaches the model; TRL's (stubbed) does not
+        raise Called
     inputs = {"labels": torch.tensor([[-100, 5, 6]]), "input_ids": torch.tensor([[1, 5, 6]]),
               "attention_mask": torch.ones(1, 3, dtype=torch.long)}
-    trainer.accelerator = SimpleNamespace(device=torch.device("cuda"))
-    assert cls.compute_loss(trainer, None, dict(inputs)) == "TRL's"
-    trainer.accelerator = SimpleNamespace(device=torch.device("cpu"))
-    with pytest.raises(TypeError):  # its own head: it calls the model (None here)
-        cls.compute_loss(trainer, None, dict(inputs))
+    for device, triton, outputs, own in [("cuda", True, False, False),
+                                         ("xpu", True, False, False),
+                                         ("cuda", False, False, True),  # TRL scores all
+                                         ("mps", True, False, True),
+                                         ("cpu", True, False, True),
+                                         ("cpu", False, True, False)]:
+        monkeypatch.setattr(transformers.utils, "is_triton_available", lambda: triton)
+        trainer.accelerator = SimpleNamespace(device=torch.device(device))
+        try:
+            loss = cls.compute_loss(trainer, model, dict(inputs), return_outputs=outputs)
+        except Called:
+            loss = "own"
+        assert loss == ("own" if own else "TRL's"), (device, triton, outputs)
 
 
 # --- The episode, played with scripted replies ---
@@ -750,13 +766,17 @@ def test_under_bf16_the_written_tokens_head_scores_as_trls_fused_head(tiny_llama
         assert torch.allclose(logps, trls, atol=1e-4) == close, autocast
 
 
-def test_the_written_tokens_head_is_the_cpus_and_the_losss_only():
-    """On an accelerator TRL's fused head already projects only the scored positions: there,
+def test_the_written_tokens_head_is_where_trls_projects_every_position_and_the_losss_only(
+        monkeypatch):
+    """On Triton's devices TRL's fused head already projects only the scored positions: there,
     and outside the loss, the trainer scores as TRL does."""
+    import transformers.utils
     from types import SimpleNamespace
     written = torch.ones(2, 8)
+    monkeypatch.setattr(transformers.utils, "is_triton_available", lambda: True)
     for device, mask, rows, width, own in [("cpu", written, 2, 8, True),
                                            ("cuda", written, 2, 8, False),
+                                           ("mps", written, 2, 8, True),  # TRL scores all
                                            ("cpu", None, 2, 8, False),  # outside the loss
                                            ("cpu", written, 4, 8, False)]:  # another batch
         trainer = SimpleNamespace(written=mask,

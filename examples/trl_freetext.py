@@ -821,11 +821,19 @@ def head_logprobs(accelerator, model, hidden, temperature: float = 1.0) -> torch
     return torch.log_softmax(logits.float() / temperature, -1)
 
 
+def trl_head_compact(device: torch.device) -> bool:
+    """Does TRL's fused head project only the scored positions here? On Triton's devices
+    (CUDA or XPU with triton installed: trl/trainer/utils.py's `compact`); elsewhere, a CPU
+    included, it projects every position of the batch."""
+    from transformers.utils import is_triton_available
+    return device.type in ("cuda", "xpu") and is_triton_available()
+
+
 def written_head(trainer, rows: int, width: int) -> bool:
-    """Does the loss apply the head itself, at the written tokens only? On a CPU, where TRL's
-    fused head would project every completion position (most of a training pass), and only
+    """Does the loss apply the head itself, at the written tokens only? Where TRL's fused head
+    would project every completion position (most of a training pass on a CPU), and only
     inside the loss (the minibatch's written mask set, for this batch)."""
-    return (trainer.accelerator.device.type == "cpu" and trainer.written is not None
+    return (not trl_head_compact(trainer.accelerator.device) and trainer.written is not None
             and trainer.written.shape == (rows, width))
 
 

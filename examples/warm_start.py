@@ -80,16 +80,16 @@ def conversations(cfg: sg.Config, ft: freetext.FreeText, first: int = 0,
 
 
 def trainer_class():
-    """TRL's SFTTrainer, its loss's head applied only at the trained tokens on a CPU: a reply is
-    a tenth of a conversation, and there TRL applies the head (49k words wide for SmolLM2) at
-    every position, half of a CPU's step. The same loss (a test compares it with TRL's own):
-    the tokens' mean negative log-likelihood over the trained tokens of the whole update. On
-    an accelerator TRL's fused head already projects only the trained positions: TRL's loss."""
+    """TRL's SFTTrainer, its loss's head applied only at the trained tokens: a reply is a tenth
+    of a conversation, and on a CPU TRL applies the head (49k words wide for SmolLM2) at every
+    position, half of a step. The same loss (a test compares it with TRL's own): the tokens'
+    mean negative log-likelihood over the trained tokens of the whole update. Where TRL's
+    fused head already projects only the trained positions (Triton's devices), TRL's loss."""
     from trl import SFTTrainer
 
     class RepliesOnly(SFTTrainer):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            if self.accelerator.device.type != "cpu" or return_outputs:
+            if freetext.trl_head_compact(self.accelerator.device) or return_outputs:
                 return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
             labels = inputs["labels"][:, 1:]                  # (B, L-1): position p predicts p+1
             trained = labels != -100
