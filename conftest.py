@@ -2,7 +2,7 @@
 examples/): the tiny settings and helpers, and the session's fixtures, each made once: the
 Stage 0 cache, one tiny run of `python selfguide.py`.
 
-    from conftest import TINY_ARGS, tiny_config, tiny_policy
+    from conftest import TINY_ARGS, fake_episodes, tiny_config, tiny_policy
 """
 import pytest
 import torch
@@ -49,6 +49,17 @@ def two_hand_built_episodes() -> sg.Rollouts:
         cells=torch.tensor([[0, 1, 0], [0, 1, -1]]),  # episode 0's last judged move loops
         env_return=torch.tensor([1.0, 0.0]), steps=torch.tensor([3, 2]),
         optimal=torch.tensor([2, 2]), mazes=torch.zeros(2, dtype=torch.long))
+
+
+def fake_episodes(freetext, count: int, guided: bool, successes=None):
+    """What examples/trl_freetext.py's play returns, for the tests that stand in for it (its
+    module passed as `freetext`): a tiny policy's greedy play of `count` episodes of two moves
+    at most, R_env `successes` if given; no reply unreadable, unparseable or cut."""
+    batch = sg.rollout(tiny_policy(), [0] * count, guided, tiny_config(max_steps=2), greedy=True)
+    if successes is not None:
+        batch.env_return = torch.tensor(successes)
+    none = torch.zeros(count, 2, dtype=torch.bool)
+    return freetext.Episodes([], [], none, none, batch, none)
 
 
 def hand_advantages(batch: sg.Rollouts, cfg: sg.Config, trust: float, iteration: int = 1):

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import selfguide as sg  # noqa: E402
-from conftest import TINY_ARGS, tiny_config, tiny_policy  # noqa: E402
+from conftest import TINY_ARGS, fake_episodes, tiny_config, tiny_policy  # noqa: E402
 
 if not (Path(__file__).resolve().parent / "trl_freetext.py").exists():
     pytest.skip("examples/trl_freetext.py is not here", allow_module_level=True)
@@ -185,11 +185,7 @@ def test_a_runs_evaluation_plays_the_mazes_asked_for_greedy_in_batches(monkeypat
 
     def fake_play(model, tokenizer, seeds, guided, cfg, ft, seed, greedy=False):
         played.append((list(seeds), guided, greedy))
-        return freetext.Episodes([], [], torch.zeros(len(seeds), 2, dtype=torch.bool),
-                                 torch.zeros(len(seeds), 2, dtype=torch.bool),
-                                 sg.rollout(tiny_policy(), [0] * len(seeds), guided,
-                                            tiny_config(max_steps=2), greedy=True),
-                                 torch.zeros(len(seeds), 2, dtype=torch.bool))
+        return fake_episodes(freetext, len(seeds), guided)
     monkeypatch.setattr(freetext, "play", fake_play)
     cfg = tiny_config(eval_tasks=5)
     for mazes, first in [("tuning", sg.CALIBRATION_SEED_BASE), ("held-out", sg.EVAL_SEED_BASE)]:

@@ -28,7 +28,8 @@ import probe  # noqa: E402
 import prompted  # noqa: E402
 import selfguide as sg  # noqa: E402
 import toy_env  # noqa: E402
-from conftest import TINY_ARGS, tiny_config, tiny_policy, two_hand_built_episodes  # noqa: E402
+from conftest import (TINY_ARGS, fake_episodes, tiny_config, tiny_policy,  # noqa: E402
+                      two_hand_built_episodes)
 
 MATPLOTLIB = "the figures' tests need the optional matplotlib: pip install matplotlib"
 COMPARE_ARGS = TINY_ARGS + ["--rows", "core", "--seeds", "2", "--workers", "1"]
@@ -819,6 +820,14 @@ def test_prompted_pairs_each_row_against_another_run_maze_by_maze(monkeypatch, t
             prompted.main(args + ["--eval-tasks", str(mazes), "--against", str(against)])
 
 
+def no_model_but(monkeypatch, play):
+    """prompted.py with no model loaded: any --model name is taken as it is, and `play` stands
+    in for freetext.play."""
+    monkeypatch.setattr(prompted.freetext, "play", play)
+    monkeypatch.setattr(prompted.freetext, "load_model", lambda folder, device: (None, None))
+    monkeypatch.setattr(prompted.freetext, "model_folder", lambda name: name)
+
+
 def test_prompted_draws_several_sampled_episodes_a_maze_and_scores_their_mean(monkeypatch,
                                                                              tmp_path):
     """--draws 2: each format's sampled play twice, each draw its own seeds (the same for both
@@ -827,16 +836,11 @@ def test_prompted_draws_several_sampled_episodes_a_maze_and_scores_their_mean(mo
 
     def fake_play(model, tokenizer, seeds, guided, cfg, ft, seed, greedy=False):
         calls.append((guided, greedy, seed))
-        batch = sg.rollout(tiny_policy(), [0] * len(seeds), guided, tiny_config(max_steps=2),
-                           greedy=True)
         wins = {(True, 0): [1.0, 0.0, 1.0], (True, 10**5): [1.0, 1.0, 0.0],
                 (False, 0): [0.0, 0.0, 1.0], (False, 10**5): [0.0, 0.0, 0.0]}
-        batch.env_return = torch.tensor(wins.get((guided, seed), [0.0] * len(seeds)))
-        none = torch.zeros(len(seeds), 2, dtype=torch.bool)
-        return prompted.freetext.Episodes([], [], none, none, batch, none)
-    monkeypatch.setattr(prompted.freetext, "play", fake_play)
-    monkeypatch.setattr(prompted.freetext, "load_model", lambda folder, device: (None, None))
-    monkeypatch.setattr(prompted.freetext, "model_folder", lambda name: name)
+        return fake_episodes(prompted.freetext, len(seeds), guided,
+                             wins.get((guided, seed), [0.0] * len(seeds)))
+    no_model_but(monkeypatch, fake_play)
     rows = prompted.main(["--model", "any", "--size", "4", "--min-distance", "3", "--max-steps",
                           "2", "--eval-tasks", "3", "--draws", "2", "--seed", "0",
                           "--out", str(tmp_path)])
@@ -857,14 +861,9 @@ def test_a_prompted_run_stopped_midway_keeps_the_plays_it_finished(monkeypatch, 
     def fake_play(model, tokenizer, seeds, guided, cfg, ft, seed, greedy=False):
         if not greedy:
             raise KeyboardInterrupt
-        batch = sg.rollout(tiny_policy(), [0] * len(seeds), guided, tiny_config(max_steps=2),
-                           greedy=True)
-        batch.env_return = torch.tensor([1.0, 0.0, 1.0] if guided else [0.0, 0.0, 1.0])
-        none = torch.zeros(len(seeds), 2, dtype=torch.bool)
-        return prompted.freetext.Episodes([], [], none, none, batch, none)
-    monkeypatch.setattr(prompted.freetext, "play", fake_play)
-    monkeypatch.setattr(prompted.freetext, "load_model", lambda folder, device: (None, None))
-    monkeypatch.setattr(prompted.freetext, "model_folder", lambda name: name)
+        return fake_episodes(prompted.freetext, len(seeds), guided,
+                             [1.0, 0.0, 1.0] if guided else [0.0, 0.0, 1.0])
+    no_model_but(monkeypatch, fake_play)
     args = ["--model", "any", "--size", "4", "--min-distance", "3", "--max-steps", "2",
             "--eval-tasks", "3", "--seed", "0", "--out", str(tmp_path)]
     with pytest.raises(KeyboardInterrupt):
@@ -887,14 +886,8 @@ def test_prompted_plays_the_held_out_or_the_tuning_mazes_greedy_sampled_or_both(
 
     def fake_play(model, tokenizer, seeds, guided, cfg, ft, seed, greedy=False):
         played.append((tuple(seeds), guided, greedy))
-        return prompted.freetext.Episodes([], [], torch.zeros(len(seeds), 2, dtype=torch.bool),
-                                          torch.zeros(len(seeds), 2, dtype=torch.bool),
-                                          sg.rollout(tiny_policy(), [0] * len(seeds), guided,
-                                                     tiny_config(max_steps=2), greedy=True),
-                                          torch.zeros(len(seeds), 2, dtype=torch.bool))
-    monkeypatch.setattr(prompted.freetext, "play", fake_play)
-    monkeypatch.setattr(prompted.freetext, "load_model", lambda folder, device: (None, None))
-    monkeypatch.setattr(prompted.freetext, "model_folder", lambda name: name)
+        return fake_episodes(prompted.freetext, len(seeds), guided)
+    no_model_but(monkeypatch, fake_play)
     args = ["--model", "any", "--size", "4", "--min-distance", "3", "--max-steps", "2",
             "--eval-tasks", "3"]
     rows = prompted.main(args + ["--mazes", "tuning", "--no-sampled", "--out", str(tmp_path)])
