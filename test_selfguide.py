@@ -758,6 +758,9 @@ def test_the_docstrings_objective_is_what_an_iteration_trains(monkeypatch, itera
     assert got.keys() == expected.keys()
     assert max(abs(got[k] - expected[k]) for k in got) < 1e-4
     assert len({round(v, 6) for v in got.values()}) > 3  # advantages that differ, not all 0
+    if lam > 0:  # the internal term moves some token's advantage: the comparison reads it
+        without = docstring_advantages(seen["batch"], 8, 0.0, paper_faithful)
+        assert max(abs(expected[k] - without[k]) for k in expected) > 1e-2
     slots = seen["batch"].slots
     if paper_faithful:  # beta 0; guides and actions sampled at 1
         assert seen["kl_weights"] is None
