@@ -1,9 +1,14 @@
 """What every test file shares (test_toy_env.py, test_selfguide.py, experiments/ and
-examples/): the tiny settings and helpers, and the session's fixtures, each made once: the
-Stage 0 cache, one tiny run of `python selfguide.py`.
+examples/): the tiny settings and helpers, the bridges' launcher, and the session's fixtures,
+each made once: the Stage 0 cache, one tiny run of `python selfguide.py`.
 
     from conftest import TINY_ARGS, fake_episodes, tiny_config, tiny_policy
 """
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -62,6 +67,16 @@ def fake_episodes(freetext, count: int, guided: bool, successes=None):
     return freetext.Episodes([], [], none, none, batch, none)
 
 
+def first_rollouts(policy, cfg: sg.Config):
+    """The training rollouts of a run's first iteration from `policy`, replayed: the tasks and
+    draws grpo_iteration makes from a new train state. Returns (rollouts, the replay's train
+    state), whose `values` hindsight_targets fills as the iteration's would."""
+    replay = sg.new_train_state(policy, cfg)  # its optimizer is never stepped
+    seeds = [replay.tasks.randrange(sg.TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
+    return sg.rollout(policy, [s for s in seeds for _ in range(cfg.group_size)], cfg.guided, cfg,
+                      replay.sampler), replay
+
+
 def hand_advantages(batch: sg.Rollouts, cfg: sg.Config, trust: float, iteration: int = 1):
     """iteration_advantages put together by hand from the graded functions (step_rewards,
     length_neutral, composite_return, group_advantages, step_credit, per_token): the
@@ -94,6 +109,46 @@ def hand_advantages(batch: sg.Rollouts, cfg: sg.Config, trust: float, iteration:
                                for g, t in zip(gs, ts)]
                               for gs, ts in zip(batch.guides.tolist(), batch.truths.tolist())])
     return sg.per_token(batch.slots, action, guide), returns
+
+
+# --- the TRL bridges of examples/ (an optional extra) ---
+
+def require_trl(version: str):
+    """TRL at the version the bridges are tested with, or a skip that names what is missing."""
+    trl = pytest.importorskip("trl", reason="TRL is an optional extra: pip install trl==1.16.0")
+    if trl.__version__ != version:
+        pytest.skip(f"the bridges are tested with trl=={version}, found {trl.__version__}")
+
+
+def launch(tmp_path, processes: int, name: str, args, extra=(), script="trl_selfguide.py"):
+    """Run a bridge of examples/ with `args` (then `extra`) on `processes` processes (accelerate
+    launch --multi_gpu, as on CPU it must be); returns (stdout, the run's folder)."""
+    script = str(Path(__file__).parent / "examples" / script)
+    launcher = ([sys.executable, script] if processes == 1 else
+                [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+                 "--num_processes", str(processes), "--num_machines", "1",
+                 "--mixed_precision", "no", "--dynamo_backend", "no", script])
+    out = tmp_path / name
+    run = subprocess.run(launcher + list(args) + list(extra) + [
+        "--prior-cache", str(tmp_path / "priors"), "--out", str(out)],
+        capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout, out
+
+
+def same_update(prior: Path, one: Path, two: Path) -> list:
+    """Assert that runs `one` and `two` moved the weights of `prior` by the same update, to a
+    relative 1e-4; returns their log.jsonl records, paired iteration by iteration."""
+    from safetensors.torch import load_file
+    start = load_file(prior)
+    a, b = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
+    update = sum(((a[k] - start[k]) ** 2).sum() for k in a).sqrt()
+    apart = sum(((a[k] - b[k]) ** 2).sum() for k in a).sqrt()
+    assert update > 1e-3 and apart / update < 1e-4
+    records = [[json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+               for run in (one, two)]
+    assert len(records[0]) == len(records[1])
+    return list(zip(*records))
 
 
 @pytest.fixture(scope="session")

@@ -5,16 +5,14 @@ test_toy_env.py, the fixtures and helpers every test file shares in conftest.py.
 """
 import json
 import math
-import random
-from collections import deque
 
 import pytest
 import torch
 
 import selfguide as sg
 import toy_env
-from conftest import (TINY, TINY_ARGS, fingerprint, hand_advantages, same_weights, tiny_config,
-                      tiny_policy, two_hand_built_episodes)
+from conftest import (TINY, TINY_ARGS, fingerprint, first_rollouts, hand_advantages, same_weights,
+                      tiny_config, tiny_policy, two_hand_built_episodes)
 from toy_env import ACTIONS, GUIDES, GridWorld
 
 
@@ -1211,10 +1209,7 @@ def test_the_exact_guide_kl_is_the_kl_over_the_three_guide_words_at_temperature_
     before = sg.copy.deepcopy(policy)
     state = sg.new_train_state(policy, cfg)
     state.optimizer = torch.optim.SGD(policy.parameters(), lr=1.0)
-    replay = sg.new_train_state(sg.copy.deepcopy(policy), cfg)
-    seeds = [replay.tasks.randrange(sg.TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
-    batch = sg.rollout(before, [s for s in seeds for _ in range(cfg.group_size)], True, cfg,
-                       replay.sampler)
+    batch, _ = first_rollouts(before, cfg)
     record = sg.grpo_iteration(policy, reference, cfg, state)
     advantages = sg.iteration_advantages(batch, cfg, 0.0, 1)[0]
     new = sg.token_logprobs(before, batch.tokens, batch.slots, 1.0, 0.5)
@@ -1408,22 +1403,18 @@ def test_hindsight_and_the_placebo_pay_plus_one_for_their_targets_word_minus_one
     assert torch.equal(tokens[actions], default[actions])
 
 
-def test_a_hindsight_iteration_pays_against_the_targets_of_its_own_rollouts_and_carries_v():
+def test_a_hindsight_iteration_pays_against_the_targets_of_its_own_rollouts_and_carries_v(
+        monkeypatch):
     """One iteration, replayed: its rollouts, their hindsight targets from the carried table,
     and the guide advantages paid against them; the table it carries is the replay's."""
     cfg = tiny_config(variant="sg_gr", guide_advantage="hindsight", iterations=2, eval_every=5)
     policy, advantages = tiny_policy(), []
     state = sg.new_train_state(policy, cfg)
-    replay = sg.new_train_state(sg.copy.deepcopy(policy), cfg)
     real_update = sg.grpo_update
-    sg.grpo_update = lambda *args, **kw: advantages.append(args[3]) or real_update(*args, **kw)
-    try:
-        sg.grpo_iteration(policy, tiny_policy(seed=1), cfg, state)
-    finally:
-        sg.grpo_update = real_update
-    seeds = [replay.tasks.randrange(sg.TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
-    batch = sg.rollout(tiny_policy(), [s for s in seeds for _ in range(4)], True, cfg,
-                       replay.sampler)
+    monkeypatch.setattr(sg, "grpo_update", lambda *args, **kw: advantages.append(args[3])
+                        or real_update(*args, **kw))
+    sg.grpo_iteration(policy, tiny_policy(seed=1), cfg, state)
+    batch, replay = first_rollouts(tiny_policy(), cfg)
     targets = sg.hindsight_targets(batch, replay.values)
     assert state.values == replay.values and len(state.values) > 3
     paid = torch.where(batch.guides == targets, 1.0, -1.0) * (targets >= 0)   # (N, T)

@@ -249,7 +249,6 @@ def test_reset_reports_no_move_yet_and_refuses_options():
 def test_layouts_keep_two_cell_mazes_redraw_too_walled_ones_and_start_at_the_minimum():
     """A maze of two open cells is a maze (min_distance 1); a draw of fewer is redrawn, not
     the end of the search; a start exactly min_distance steps away is allowed."""
-    import random
     layouts = [toy_env.generate_layout(2, 0.5, 1, random.Random(seed), 2000)
                for seed in range(40)]
     assert any(len(open_cells) == 2 for open_cells, *_ in layouts)
@@ -358,7 +357,6 @@ def test_demonstrator_guide_uses_only_what_it_can_see():
 def test_demonstrators_measure_the_manhattan_distance_by_row_and_by_column():
     """The goal at (0, 4), a row apart from its column: from (2, 2) north and east bring it
     closer (3 steps left), south and west take it away (5)."""
-    import random
     goal = (0, 4)
     assert toy_env.demonstrator_guide((1, 2), (2, 2), set(), goal) == "positive"
     assert toy_env.demonstrator_guide((3, 2), (2, 2), set(), goal) == "negative"
@@ -368,7 +366,6 @@ def test_demonstrators_measure_the_manhattan_distance_by_row_and_by_column():
 
 
 def test_cue_reading_guide_calls_the_start_and_a_bump_neutral_and_needs_no_revisit_flag():
-    import random
     rng = random.Random(0)
     for cue in ("start", "same"):
         assert toy_env.cue_guide(cue, rng, noise=0.0, revisited=True,
@@ -405,7 +402,6 @@ def test_demonstrated_moves_follow_their_guides(kind):
 
 
 def test_demonstrator_action_reacts_to_its_guide():
-    import random
     rng = random.Random(0)
     # heading east, away from the goal at (0, 0): a positive guide keeps the momentum,
     # a negative one turns towards the goal
@@ -526,7 +522,6 @@ def test_dist_word_is_the_maze_distance_and_its_demonstrator_compares_it_with_th
 def test_a_cornered_demonstrator_takes_an_open_move_even_onto_visited_cells():
     """Every open neighbour visited (a dead end): the move is one of the open ones, never a
     wall, whatever the guide and the random draw; with no open move at all, any move."""
-    import random
     position = (3, 3)
     visited = {position, (3, 2), (2, 3)}  # west and north are open but visited
     for seed in range(50):

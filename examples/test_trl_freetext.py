@@ -17,7 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import selfguide as sg  # noqa: E402
-from conftest import TINY_ARGS, fake_episodes, tiny_config, tiny_policy  # noqa: E402
+from conftest import (TINY_ARGS, fake_episodes, launch, require_trl, same_update,  # noqa: E402
+                      tiny_config)
 
 if not (Path(__file__).resolve().parent / "trl_freetext.py").exists():
     pytest.skip("examples/trl_freetext.py is not here", allow_module_level=True)
@@ -563,12 +564,6 @@ def test_decisions_predicted_counts_a_word_right_only_if_all_its_tokens_are():
 
 # --- TRL: one iteration end to end, another architecture, two processes ---
 
-def trl_ready():
-    trl = pytest.importorskip("trl", reason="TRL is an optional extra: pip install trl==1.16.0")
-    if trl.__version__ != freetext.bridge.TRL_VERSION:
-        pytest.skip(f"tested with trl=={freetext.bridge.TRL_VERSION}, found {trl.__version__}")
-
-
 @pytest.fixture(scope="module")
 def tiny_llama(tmp_path_factory) -> Path:
     """A Llama-style model (RoPE, RMSNorm, SwiGLU, grouped-query attention) built in code,
@@ -576,7 +571,7 @@ def tiny_llama(tmp_path_factory) -> Path:
     initialised, then cloned for a few updates on the tiny maze's demonstrations, so that
     some of its sampled replies hold a move and a guide (a random model's hold none: every
     advantage would be 0, and nothing would train). Built once: the tests only read it."""
-    trl_ready()
+    require_trl(freetext.bridge.TRL_VERSION)
     from transformers import LlamaConfig, LlamaForCausalLM
     folder = tmp_path_factory.mktemp("llama")
     tokenizer = tokenizers()["bpe"]
@@ -687,11 +682,10 @@ def test_two_free_text_processes_make_the_same_updates_as_one(tiny_llama, tmp_pa
     the episodes played that log.jsonl holds is equal (the episodes themselves are not
     saved), and the same update from the same model (to a relative 1e-4)."""
     pytest.importorskip("accelerate")
-    from test_trl_selfguide import launch, same_update
     (text_one, one), (text_two, two) = (
-        launch(tmp_path, p, f"p{p}", ["--model", str(tiny_llama), "--internal-reward", "oracle",
-                                      "--freetext-cache", str(tmp_path / "cache")],
-               "trl_freetext.py", FREE_ARGS) for p in (1, 2))
+        launch(tmp_path, p, f"p{p}", FREE_ARGS, ["--model", str(tiny_llama), "--internal-reward",
+                                                 "oracle", "--freetext-cache", str(tmp_path / "cache")],
+               "trl_freetext.py") for p in (1, 2))
     assert "on 2 processes, whose weights agree" in text_two
     assert text_two.count("| policy | success") == 1
     for x, y in same_update(tiny_llama / "model.safetensors", one, two):

@@ -16,7 +16,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import selfguide as sg  # noqa: E402
-from conftest import TINY_ARGS, tiny_config, tiny_policy  # noqa: E402
+from conftest import (TINY_ARGS, launch, require_trl, same_update, tiny_config,  # noqa: E402
+                      tiny_policy)
 
 
 def load_bridge():
@@ -48,9 +49,7 @@ def test_trl_bridge_says_in_one_line_when_trl_is_missing_or_another_version(monk
 def trl_bridge():
     """The bridge, with TRL imported, or a skip naming what is missing."""
     bridge = load_bridge()
-    trl = pytest.importorskip("trl", reason="TRL is an optional extra: pip install trl==1.16.0")
-    if trl.__version__ != bridge.TRL_VERSION:
-        pytest.skip(f"the bridge is tested with trl=={bridge.TRL_VERSION}, found {trl.__version__}")
+    require_trl(bridge.TRL_VERSION)
     bridge.check_trl()
     return bridge
 
@@ -362,30 +361,13 @@ MULTI_ARGS = TINY_ARGS + ["--iterations", "2", "--tasks-per-iter", "4", "--eval-
                           "--threads", "1"]
 
 
-def launch(tmp_path, processes: int, name: str, extra=(), script="trl_selfguide.py",
-           args=MULTI_ARGS):
-    """Run a bridge of examples/ on `processes` processes (accelerate launch --multi_gpu, as
-    on CPU it must be); returns (stdout, the run's folder)."""
-    import subprocess
-    script = str(Path(__file__).parent / script)
-    launcher = ([sys.executable, script] if processes == 1 else
-                [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
-                 "--num_processes", str(processes), "--num_machines", "1",
-                 "--mixed_precision", "no", "--dynamo_backend", "no", script])
-    out = tmp_path / name
-    run = subprocess.run(launcher + list(args) + list(extra) + [
-        "--prior-cache", str(tmp_path / "priors"), "--out", str(out)],
-        capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return run.stdout, out
-
-
 @pytest.fixture(scope="module")
 def one_and_two(tmp_path_factory):
     """The same short run on one process and on two, from one prior."""
     trl_bridge()
     tmp_path = tmp_path_factory.mktemp("multi")
-    return launch(tmp_path, 1, "one"), launch(tmp_path, 2, "two"), tmp_path
+    return (launch(tmp_path, 1, "one", MULTI_ARGS), launch(tmp_path, 2, "two", MULTI_ARGS),
+            tmp_path)
 
 
 def test_two_processes_make_the_same_updates_as_one(one_and_two):
@@ -400,21 +382,6 @@ def test_two_processes_make_the_same_updates_as_one(one_and_two):
             assert x[key] == y[key], key
         assert x["eval"]["success"] == y["eval"]["success"]
         assert y["trl/loss"] == pytest.approx(x["trl/loss"], rel=1e-4, abs=1e-6)
-
-
-def same_update(prior: Path, one: Path, two: Path) -> list:
-    """Assert that runs `one` and `two` moved the weights of `prior` by the same update, to a
-    relative 1e-4; returns their log.jsonl records, paired iteration by iteration."""
-    from safetensors.torch import load_file
-    start = load_file(prior)
-    a, b = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
-    update = sum(((a[k] - start[k]) ** 2).sum() for k in a).sqrt()
-    apart = sum(((a[k] - b[k]) ** 2).sum() for k in a).sqrt()
-    assert update > 1e-3 and apart / update < 1e-4
-    records = [[json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
-               for run in (one, two)]
-    assert len(records[0]) == len(records[1])
-    return list(zip(*records))
 
 
 def test_two_processes_print_and_write_once_and_report_that_their_weights_agree(one_and_two):

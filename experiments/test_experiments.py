@@ -28,8 +28,8 @@ import probe  # noqa: E402
 import prompted  # noqa: E402
 import selfguide as sg  # noqa: E402
 import toy_env  # noqa: E402
-from conftest import (TINY_ARGS, fake_episodes, tiny_config, tiny_policy,  # noqa: E402
-                      two_hand_built_episodes)
+from conftest import (TINY_ARGS, fake_episodes, first_rollouts, tiny_config,  # noqa: E402
+                      tiny_policy, two_hand_built_episodes)
 
 MATPLOTLIB = "the figures' tests need the optional matplotlib: pip install matplotlib"
 COMPARE_ARGS = TINY_ARGS + ["--rows", "core", "--seeds", "2", "--workers", "1"]
@@ -663,10 +663,8 @@ def test_training_figures_say_what_gradient_reaches_the_guide_and_how_often_it_l
                       update_epochs=1)
     policy, reference = tiny_policy(seed=0), tiny_policy(seed=1)
     before = sg.copy.deepcopy(policy)
-    state, replay = sg.new_train_state(policy, cfg), sg.new_train_state(before, cfg)
-    seeds = [replay.tasks.randrange(sg.TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
-    batch = sg.rollout(before, [s for s in seeds for _ in range(cfg.group_size)], True, cfg,
-                       replay.sampler)  # the iteration's own draws, replayed
+    state = sg.new_train_state(policy, cfg)
+    batch, _ = first_rollouts(before, cfg)  # the iteration's own draws, replayed
     record = sg.grpo_iteration(policy, reference, cfg, state,
                                instruments.observer(policy, reference, cfg))
     advantages = sg.iteration_advantages(batch, cfg, 0.0, 1)[0]
@@ -707,12 +705,9 @@ def test_a_hindsight_runs_record_says_how_often_it_had_a_target_and_how_right():
     cfg = tiny_config(variant="sg_gr", guide_advantage="hindsight", iterations=2, eval_every=5)
     policy, reference = tiny_policy(), tiny_policy(seed=1)
     state = sg.new_train_state(policy, cfg)
-    replay = sg.new_train_state(sg.copy.deepcopy(policy), cfg)
     record = sg.grpo_iteration(policy, reference, cfg, state,
                                instruments.observer(policy, reference, cfg))
-    seeds = [replay.tasks.randrange(sg.TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
-    batch = sg.rollout(tiny_policy(), [s for s in seeds for _ in range(4)], True, cfg,
-                       replay.sampler)
+    batch, replay = first_rollouts(tiny_policy(), cfg)
     targets = sg.hindsight_targets(batch, replay.values)
     judged = (batch.guides >= 0) & (batch.truths >= 0)
     has = judged & (targets >= 0)
@@ -1174,7 +1169,7 @@ def test_benchmark_prints_what_it_timed_and_the_ratios_of_the_times(capsys, monk
     sg.seed_everything(cfg.seed)
     losses = list(sg.clone_demonstrator(sg.make_policy(cfg), *sg.demonstration_corpus(cfg), cfg,
                                         "cpu"))
-    assert (f"Stage 0: 16 demonstrations in" in text and f"cloning {len(losses)} updates in"
+    assert ("Stage 0: 16 demonstrations in" in text and f"cloning {len(losses)} updates in"
             in text and f"(loss {losses[0]:.3f} -> {losses[-1]:.3f})" in text)
 
 
