@@ -120,8 +120,8 @@ class Config:
     schedule: str = setting("trapezoid", "lambda(u): the paper's trapezoid, or an ablation",
                             ["trapezoid", "immediate", "never", "no_anneal"])
     enter_at: float = setting(0.5, "fraction of training at which lambda starts to rise")
-    credit: str = setting("step", "trajectory (the paper) or step: departure 5",
-                          ["trajectory", "step"])
+    credit: str = setting("step", "an action's advantage: trajectory, R's (the paper), or "
+                                  "step: departure 5", ["trajectory", "step"])
     internal_return: str = setting("mean", "sum: the paper's sum_t r_t; mean: a guard",
                                    ["sum", "mean"])
     guide_advantage: str = setting(
@@ -286,9 +286,9 @@ def trust_at(cfg: Config, iteration: int) -> float:
 def composite_return(env_return, rewards, trust: float):
     """R = R_env + trust * internal_return, with internal_return = sum_t r_t (a step without a
     guide has r_t = 0). env_return: (N,); rewards: (N, T). Returns (R, internal_return),
-    each (N,). GRPO trains on R's group advantage under --credit trajectory (the paper); under
-    the default step credit (below) R_env and the r_t are normalised apart, and R gives only
-    the log its share of groups whose R is flat (zero_variance_groups)."""
+    each (N,). --credit trajectory (the paper) trains the actions on R's group advantage (the
+    guides too with --guide-advantage composite); the default step credit (below) normalises
+    R_env and the r_t apart, and R gives the log its share of flat groups (zero_variance_groups)."""
     internal_return = rewards.sum(1)
     return env_return + trust * internal_return, internal_return
 

@@ -2,10 +2,11 @@
 experiments/REPORT.md, and in the run commands of each script's docstring, is accepted by the
 parser of the script it names, and every link, image and #anchor of those pages resolves.
 
-Nothing is trained: each command is parsed, not run, so the whole check takes a second and
+Nothing is trained: each command is parsed, not run, so the commands' check takes a second and
 needs no optional package (with accelerate installed, `accelerate launch`'s own options are
 parsed too). The one kind run is `paired.py --plays` on kept plays, which reads JSON: every
-line it prints must stand in the docs as printed.
+line it prints must stand in the docs as printed. And the course's handout (README's
+`python .ci/student.py handout/`) is made, and each grading command run on it (40 s).
 
     python -m pytest -q experiments/test_docs.py
 """
@@ -278,3 +279,41 @@ def test_anchor_follows_github():
     assert anchor("0. The default: the familiar maze") == "0-the-default-the-familiar-maze"
     assert anchor("6. Where judging takes thought (`--dist`)") == \
         "6-where-judging-takes-thought---dist"
+
+
+# --- the course's handout ---
+
+def test_the_handout_blanks_the_graded_functions_and_every_grading_test_then_fails(tmp_path):
+    """`python .ci/student.py handout/`: the files README lists, selfguide.py's graded
+    functions reduced to their signature, their docstring and a NotImplementedError that names
+    the command grading them, every other line as it is; every test the grading commands
+    select passes on selfguide.py (the suite runs them), and each function's fail on a handout
+    that blanks it alone."""
+    import subprocess
+    student = load(".ci/student.py")
+    made = subprocess.run([sys.executable, str(ROOT / ".ci/student.py"), str(tmp_path)],
+                          capture_output=True, text=True, check=True)
+    assert "blanked " + ", ".join(student.GRADED) in made.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(student.FILES)
+    original = (ROOT / "selfguide.py").read_text()
+    handout = (tmp_path / "selfguide.py").read_text()
+    functions = {tree: {node.name: node for node in ast.parse(tree).body
+                        if isinstance(node, ast.FunctionDef)} for tree in (original, handout)}
+    for name, node in functions[handout].items():
+        mine = functions[original][name]
+        if name not in student.GRADED:
+            assert ast.dump(node) == ast.dump(mine), name
+            continue
+        assert ast.get_docstring(node) == ast.get_docstring(mine) and len(node.body) == 2
+        assert student.grading_command(name) in ast.unparse(node.body[1]), name
+    outside = [line for line in original.splitlines() if line not in handout.splitlines()]
+    graded_lines = sum(functions[original][n].end_lineno - functions[original][n].lineno
+                       for n in student.GRADED)
+    assert len(outside) <= graded_lines  # only the graded bodies went
+    for name, selection in student.GRADED.items():  # each blanked alone, graded as README says
+        (tmp_path / "selfguide.py").write_text(student.blank(original, [name]))
+        graded = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                 "test_selfguide.py", "-k", selection],
+                                cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        summary = graded.stdout.strip().splitlines()[-1]
+        assert re.fullmatch(r"\d+ failed, \d+ deselected in .*", summary), (name, summary)
