@@ -121,9 +121,9 @@ class FreeText:
                         ["bnpo", "dr_grpo"])
     eval_batch: int = setting(250, "episodes evaluated at once (fewer: less memory; a chat "
                                    "model's evaluation sets a run's peak)")
-    mazes: str = setting("held-out", "the mazes evaluated on: held-out (the tasks every table "
-                                     "reports), or tuning (other mazes, to choose settings on)",
-                         list(MAZES))
+    mazes: str = setting("held-out", "the mazes evaluated on and --show plays: held-out (the "
+                                     "tasks every table reports), or tuning (other mazes, to "
+                                     "choose settings on)", list(MAZES))
 
     def __post_init__(self):
         if self.vocab < 64 or self.reply_tokens < 4 or min(self.turn_updates,
