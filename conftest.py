@@ -151,6 +151,15 @@ def same_update(prior: Path, one: Path, two: Path) -> list:
     return list(zip(*records))
 
 
+@pytest.fixture(autouse=True)
+def thread_count_restored():
+    """Each test starts on the session's thread count: a run that sets its own (--threads, or
+    the one thread each seed of compare.py and checkpoints.py runs on) keeps it after it ends."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def prior_cache(tmp_path_factory):
     """The session's Stage 0 cache (keyed by settings, safe across processes): tests that only
