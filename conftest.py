@@ -1,6 +1,7 @@
 """What every test file shares (test_toy_env.py, test_selfguide.py, experiments/ and
-examples/): the tiny settings and helpers, the bridges' launcher, and the session's fixtures,
-each made once: the Stage 0 cache, one tiny run of `python selfguide.py`.
+examples/): the tiny settings and helpers, the bridges' launcher, the session's fixtures, each
+made once (the Stage 0 cache, one tiny run of `python selfguide.py`), and each test's start on
+the session's thread count.
 
     from conftest import TINY_ARGS, fake_episodes, tiny_config, tiny_policy
 """
@@ -13,6 +14,8 @@ import pytest
 import torch
 
 import selfguide as sg
+
+# --- the tiny settings and the helpers the tests share ---
 
 TINY = dict(size=5, wall_prob=0.2, min_distance=4, max_steps=8, n_layer=1, n_embd=32, n_head=2,
             prior_episodes=64, prior_epochs=1, prior_batch=32, iterations=4, tasks_per_iter=4,
@@ -151,13 +154,19 @@ def same_update(prior: Path, one: Path, two: Path) -> list:
     return list(zip(*records))
 
 
+# --- fixtures ---
+
+SESSION_THREADS = torch.get_num_threads()  # before any test (or session fixture) sets its own
+
+
 @pytest.fixture(autouse=True)
 def thread_count_restored():
-    """Each test starts on the session's thread count: a run that sets its own (--threads, or
-    the one thread each seed of compare.py and checkpoints.py runs on) keeps it after it ends."""
-    threads = torch.get_num_threads()
+    """Each test runs on the session's thread count: a run that sets its own (--threads, or
+    the one thread each seed of compare.py and checkpoints.py runs on) keeps it after it ends,
+    in a test or in a session fixture made for one."""
+    torch.set_num_threads(SESSION_THREADS)
     yield
-    torch.set_num_threads(threads)
+    torch.set_num_threads(SESSION_THREADS)
 
 
 @pytest.fixture(scope="session")
@@ -170,7 +179,7 @@ def prior_cache(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_run(prior_cache, tmp_path_factory):
     """`python selfguide.py` with TINY_ARGS: (its summary rows, its folder), read by the tests
-    of main, of the checkpoint experiment and of the figures."""
+    of main and of the figures."""
     out = tmp_path_factory.getbasetemp() / "tiny-run"
     rows = sg.main(TINY_ARGS + ["--out", str(out), "--prior-cache", str(prior_cache)])
     return rows, out

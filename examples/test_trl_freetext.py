@@ -683,9 +683,9 @@ def test_two_free_text_processes_make_the_same_updates_as_one(tiny_llama, tmp_pa
     saved), and the same update from the same model (to a relative 1e-4)."""
     pytest.importorskip("accelerate")
     (text_one, one), (text_two, two) = (
-        launch(tmp_path, p, f"p{p}", FREE_ARGS, ["--model", str(tiny_llama), "--internal-reward",
-                                                 "oracle", "--freetext-cache", str(tmp_path / "cache")],
-               "trl_freetext.py") for p in (1, 2))
+        launch(tmp_path, p, f"p{p}", FREE_ARGS,
+               ["--model", str(tiny_llama), "--internal-reward", "oracle",
+                "--freetext-cache", str(tmp_path / "cache")], "trl_freetext.py") for p in (1, 2))
     assert "on 2 processes, whose weights agree" in text_two
     assert text_two.count("| policy | success") == 1
     for x, y in same_update(tiny_llama / "model.safetensors", one, two):

@@ -1,6 +1,7 @@
 """The docs run as written: every command in README.md, examples/README.md and
 experiments/REPORT.md, and in the run commands of each script's docstring, is accepted by the
-parser of the script it names, and every link, image and #anchor of those pages resolves.
+parser of the script it names; every link, image and #anchor of those pages resolves; and the
+course's handout that README's commands make is graded as README says.
 
 Nothing is trained: each command is parsed, not run, so the commands' check takes a second and
 needs no optional package (with accelerate installed, `accelerate launch`'s own options are
@@ -284,11 +285,11 @@ def test_anchor_follows_github():
 # --- the course's handout ---
 
 def test_the_handout_blanks_the_graded_functions_and_every_grading_test_then_fails(tmp_path):
-    """`python .ci/student.py handout/`: the files README lists, selfguide.py's graded
-    functions reduced to their signature, their docstring and a NotImplementedError that names
-    the command grading them, every other line as it is; every test the grading commands
-    select passes on selfguide.py (the suite runs them), and each function's fail on a handout
-    that blanks it alone."""
+    """`python .ci/student.py handout/`: the files README lists; in selfguide.py each graded
+    function keeps its signature and docstring and its body becomes a NotImplementedError that
+    names the command grading it, and every other statement of the file is as it is. Each
+    function's grading command (README's table) then fails on a handout that blanks it alone,
+    by that NotImplementedError; on selfguide.py the suite runs those tests and they pass."""
     import subprocess
     student = load(".ci/student.py")
     made = subprocess.run([sys.executable, str(ROOT / ".ci/student.py"), str(tmp_path)],
@@ -296,24 +297,24 @@ def test_the_handout_blanks_the_graded_functions_and_every_grading_test_then_fai
     assert "blanked " + ", ".join(student.GRADED) in made.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(student.FILES)
     original = (ROOT / "selfguide.py").read_text()
-    handout = (tmp_path / "selfguide.py").read_text()
-    functions = {tree: {node.name: node for node in ast.parse(tree).body
-                        if isinstance(node, ast.FunctionDef)} for tree in (original, handout)}
-    for name, node in functions[handout].items():
-        mine = functions[original][name]
-        if name not in student.GRADED:
-            assert ast.dump(node) == ast.dump(mine), name
+    mine, theirs = (ast.parse(text).body for text in (original,
+                                                     (tmp_path / "selfguide.py").read_text()))
+    assert len(mine) == len(theirs)
+    for node, blanked in zip(mine, theirs):
+        if getattr(node, "name", None) not in student.GRADED:
+            assert ast.dump(node) == ast.dump(blanked)
             continue
-        assert ast.get_docstring(node) == ast.get_docstring(mine) and len(node.body) == 2
-        assert student.grading_command(name) in ast.unparse(node.body[1]), name
-    outside = [line for line in original.splitlines() if line not in handout.splitlines()]
-    graded_lines = sum(functions[original][n].end_lineno - functions[original][n].lineno
-                       for n in student.GRADED)
-    assert len(outside) <= graded_lines  # only the graded bodies went
+        assert [ast.dump(n) for n in (node.args, node.body[0])] == \
+            [ast.dump(n) for n in (blanked.args, blanked.body[0])]  # signature, docstring
+        raised = blanked.body[1:]
+        assert len(raised) == 1 and isinstance(raised[0], ast.Raise)
+        assert student.grading_command(node.name) in ast.unparse(raised[0]), node.name
     for name, selection in student.GRADED.items():  # each blanked alone, graded as README says
         (tmp_path / "selfguide.py").write_text(student.blank(original, [name]))
         graded = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                 "test_selfguide.py", "-k", selection],
+                                 "--tb=line", "test_selfguide.py", "-k", selection],
                                 cwd=tmp_path, capture_output=True, text=True, timeout=300)
         summary = graded.stdout.strip().splitlines()[-1]
         assert re.fullmatch(r"\d+ failed, \d+ deselected in .*", summary), (name, summary)
+        assert graded.stdout.count(f"NotImplementedError: {name} is yours to write") >= \
+            int(summary.split()[0]), name  # each failure is the blank's
