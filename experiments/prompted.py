@@ -17,8 +17,8 @@ the guide's balanced and progress accuracy against the maze's truth; the two for
 paired on the same mazes: the mean difference in success with its 95% t-interval over the
 mazes. --against pairs each row with other runs' on the same mazes (a trained model against
 the one it started from, or another trained one). Each play is written to --out as it ends,
-so a long run stopped midway keeps the plays it finished (its heading says how many). The free-text path (examples/trl_freetext.py) plays
-every episode; this file only tallies.
+so a long run stopped midway keeps the plays it finished (its heading says how many). The
+free-text path (examples/trl_freetext.py) plays every episode; this file only tallies.
 """
 from __future__ import annotations
 

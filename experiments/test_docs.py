@@ -70,25 +70,25 @@ def block_commands(block: str) -> list:
     comments dropped, NAME="..." lines (and `for NAME in ...; do` loops, with their first
     value) defining variables that later lines, and later definitions, expand, and commands
     split at && and ;."""
-    variables, commands = {}, []
+    variables, commands, reference = {}, [], re.compile(r"\$\{(\w+)\}|\$(\w+)")
+
+    def expand(match):  # $NAME or ${NAME} in the line being read
+        name = match[1] or match[2]
+        if name not in variables:
+            raise AssertionError(f"${name} is not defined in its block: {line.strip()!r}")
+        return variables[name]
+
     for line in block.replace("\\\n", " ").splitlines():
-
-        def expand(match):
-            name = match[1] or match[2]
-            if name not in variables:
-                raise AssertionError(f"${name} is not defined in its block: {line.strip()!r}")
-            return variables[name]
-
         assignment = re.fullmatch(r"\s*([A-Za-z_]\w*)=(.*)", line)
         loop = re.fullmatch(r"\s*for (\w+) in (\S+).*; do\s*", line)  # checked with its first value
         if assignment or loop:
             name, value = (assignment or loop)[1], (assignment or loop)[2]
-            value = re.sub(r"\$\{(\w+)\}|\$(\w+)", expand, value)  # G="... $S ...", as bash
+            value = reference.sub(expand, value)  # G="... $S ...", as bash
             variables[name] = " ".join(shlex.split(value, comments=True))
             continue
         if line.strip() == "done":
             continue
-        line = re.sub(r"\$\{(\w+)\}|\$(\w+)", expand, line)
+        line = reference.sub(expand, line)
         lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
         lexer.whitespace_split, lexer.commenter = True, "#"
         command = []
