@@ -115,8 +115,9 @@ class Config:
     variant: str = setting("sg_gr", "grpo: no guide; sg: guides, lambda 0; sg_gr: and their reward",
                            ["grpo", "sg", "sg_gr"])
     internal_reward: str = setting(
-        "guide", "r_t: guide (the paper); controls: oracle (true progress) or random",
-        ["guide", "oracle", "random"])
+        "guide", "r_t: guide (the paper); controls: oracle (true progress), random, or "
+                 "hindsight (the hindsight target's word: its critic, without the guide)",
+        ["guide", "oracle", "random", "hindsight"])
     schedule: str = setting("trapezoid", "lambda(u): the paper's trapezoid, or an ablation",
                             ["trapezoid", "immediate", "never", "no_anneal"])
     enter_at: float = setting(0.5, "fraction of training at which lambda starts to rise")
@@ -187,9 +188,10 @@ class Config:
 
     @property
     def rewarded(self) -> bool:
-        """Does lambda follow --schedule? For the full method and GRPO's oracle control."""
+        """Does lambda follow --schedule? For the full method and GRPO's oracle and hindsight
+        controls."""
         return self.variant == "sg_gr" or (self.variant == "grpo"
-                                           and self.internal_reward == "oracle")
+                                           and self.internal_reward in ("oracle", "hindsight"))
 
 
 # --- The episode: one token stream [<bos> <mode> o_1 z_1 a_1 o_2 z_2 a_2 ...] ---
@@ -799,11 +801,18 @@ def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: 
                          targets=None):
     """r_t, R and the advantages of --credit and --guide-advantage for one iteration's rollouts,
     each computed only where the settings use it: (token advantages (N, L), composite returns
-    (N,)). targets (N, T): hindsight_targets, for --guide-advantage hindsight and placebo. The
+    (N,)). targets (N, T): hindsight_targets, for --guide-advantage hindsight and placebo and
+    --internal-reward hindsight (the critic without the guide: r_t is the target's word). The
     random control and the placebo draw from their own generator each iteration, seeded by
     seed x 10^6 + iteration."""
     control = torch.Generator(device=batch.guides.device).manual_seed(cfg.seed * 10**6 + iteration)
-    rewards = step_rewards(batch.guides, batch.truths, cfg.internal_reward, control)      # (N, T)
+    source, judged = cfg.internal_reward, batch.truths
+    if source == "hindsight":  # control: hindsight's critic pays each move as the oracle would
+        if targets is None:    # pay it, from the agent's own V, not the truth
+            raise ValueError("--internal-reward hindsight needs targets: "
+                             "hindsight_targets(batch, values)")
+        source, judged = "oracle", targets
+    rewards = step_rewards(batch.guides, judged, source, control)                          # (N, T)
     if cfg.internal_return == "mean":
         rewards = length_neutral(rewards, batch.steps)
     returns, _ = composite_return(batch.env_return, rewards, trust)
@@ -1031,7 +1040,8 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState, hook=None)
                     cfg.guided, cfg, state.sampler)
     # 2. r_t = g(z_t), the returns, and each written token's advantage
     targets = (hindsight_targets(batch, state.values)
-               if cfg.guide_advantage in ("hindsight", "placebo") else None)  # (N, T)
+               if cfg.guide_advantage in ("hindsight", "placebo")
+               or cfg.internal_reward == "hindsight" else None)  # (N, T)
     token_advantages, returns = iteration_advantages(batch, cfg, trust, iteration,
                                                      targets)                   # (N, L), (N,)
     # 3. the reference's log-probs of what was written, for the KL to the prior
@@ -1149,7 +1159,8 @@ def check_config(cfg: Config):
         raise ValueError("--minibatches cannot exceed the rollouts per iteration")
     if cfg.internal_reward != "guide" and cfg.variant == "sg":
         raise ValueError("--variant sg never pays an internal reward (lambda = 0); use sg_gr "
-                         "for the oracle and random controls (or grpo for the oracle)")
+                         "for the oracle, random and hindsight controls (or grpo for the "
+                         "oracle and hindsight)")
     if cfg.internal_reward == "random" and not cfg.guided:
         raise ValueError("--internal-reward random draws with the shares of the policy's "
                          "own guides, so it needs a guide slot (--variant sg_gr)")

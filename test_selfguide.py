@@ -559,7 +559,8 @@ def test_lambda_follows_the_schedule_only_where_an_internal_reward_is_paid():
     """trust_at: the full method and GRPO's oracle control follow --schedule; GRPO w/ SG, and
     GRPO, keep lambda = 0 on every iteration, whatever the schedule."""
     for variant, reward, paid in [("sg_gr", "guide", True), ("grpo", "oracle", True),
-                                  ("sg", "guide", False), ("grpo", "guide", False)]:
+                                  ("grpo", "hindsight", True), ("sg", "guide", False),
+                                  ("grpo", "guide", False)]:
         for schedule in ("trapezoid", "immediate", "no_anneal"):
             cfg = tiny_config(variant=variant, internal_reward=reward, schedule=schedule,
                               iterations=8)
@@ -1347,6 +1348,58 @@ def test_hindsight_without_its_targets_is_one_clear_error():
         with pytest.raises(ValueError, match=f"--guide-advantage {advantage} needs targets"):
             sg.iteration_advantages(batch, sg.dataclasses.replace(
                 cfg, guide_advantage=advantage), 1.0, 1)
+
+
+def test_hindsights_critic_pays_each_move_the_targets_word_as_r_t_and_the_guides_env_only():
+    """The critic without the guide (--internal-reward hindsight): r_t is 0.1 x the hindsight
+    target's polarity, whatever guide was written, credited to the moves by step credit; the
+    guides keep the env guard's advantage (here 0: both rollouts failed). By hand, sum_t r_t:
+    r = [0, +0.1, -0.1] and [0, -0.1, 0]; I = [0, -0.1], population std 0.05; a_t's reward-to-go
+    from t + 1 on: [0, -0.1, 0] and [-0.1, 0, 0], step means [-0.05, -0.05, 0]; so
+    A = [+1, -1, 0] and [-1, +1, 0] at trust 1."""
+    slots = torch.tensor([[0, 0, 1, 2, 0, 1, 2, 0, 1, 2]] * 2)
+    batch = sg.Rollouts(
+        tokens=torch.zeros(2, 10, dtype=torch.long), slots=slots, logprobs=torch.zeros(2, 10),
+        guides=torch.zeros(2, 3, dtype=torch.long),  # "positive" everywhere: a constant guide
+        truths=torch.tensor([[-1, 2, 2], [-1, 2, 2]]), cells=torch.zeros(2, 3, dtype=torch.long),
+        env_return=torch.tensor([0.0, 0.0]), steps=torch.tensor([3, 3]),
+        optimal=torch.tensor([2, 2]), mazes=torch.zeros(2, dtype=torch.long))
+    targets = torch.tensor([[-1, 0, 2], [-1, 2, -1]])
+    cfg = tiny_config(variant="sg_gr", internal_reward="hindsight", internal_return="sum",
+                      guide_temperature=1.0, group_size=2)
+    tokens = sg.iteration_advantages(batch, cfg, 1.0, 3, targets)[0]
+    actions = tokens[slots == sg.SLOT_ACTION].view(2, 3)
+    assert torch.allclose(actions, torch.tensor([[1.0, -1.0, 0.0], [-1.0, 1.0, 0.0]]), atol=1e-4)
+    assert torch.equal(tokens[slots == sg.SLOT_GUIDE], torch.zeros(6))
+    # the paper's r_t = g(z_t) reads the constant guide instead: no internal signal at all
+    guide = sg.iteration_advantages(batch, sg.dataclasses.replace(cfg, internal_reward="guide"),
+                                    1.0, 3)[0]
+    assert torch.equal(guide, torch.zeros_like(guide))
+    # the critic pays from its targets only: without them, one clear error
+    with pytest.raises(ValueError, match="--internal-reward hindsight needs targets"):
+        sg.iteration_advantages(batch, cfg, 1.0, 3)
+
+
+def test_a_critic_iteration_pays_the_moves_from_the_targets_of_its_rollouts_and_carries_v(
+        monkeypatch):
+    """One iteration of the critic, replayed: its targets from the carried table, its token
+    advantages those iteration_advantages gives with them, the table carried the replay's."""
+    cfg = tiny_config(variant="sg_gr", internal_reward="hindsight", schedule="immediate",
+                      iterations=2, eval_every=5)
+    policy, advantages = tiny_policy(), []
+    state = sg.new_train_state(policy, cfg)
+    real_update = sg.grpo_update
+    monkeypatch.setattr(sg, "grpo_update", lambda *args, **kw: advantages.append(args[3])
+                        or real_update(*args, **kw))
+    sg.grpo_iteration(policy, tiny_policy(seed=1), cfg, state)
+    batch, replay = first_rollouts(tiny_policy(), cfg)
+    targets = sg.hindsight_targets(batch, replay.values)
+    assert state.values == replay.values and (targets >= 0).sum() > 0
+    expected = sg.iteration_advantages(batch, cfg, 1.0, 1, targets)[0]
+    assert torch.equal(advantages[0], expected)
+    guide = sg.iteration_advantages(batch, sg.dataclasses.replace(cfg, internal_reward="guide"),
+                                    1.0, 1)[0]
+    assert not torch.equal(expected, guide)  # the targets, not the guides, paid the moves
 
 
 def test_hindsight_forgets_what_it_has_not_seen_for_long_and_needs_another_visitor():

@@ -76,9 +76,10 @@ class Experiment(Seeds):
                                  "a placebo, the truth, env at 1 and env at 1 with the exact KL) "
                                  "or coevolution (hindsight, the placebo, the truth and env, at "
                                  "1) or hindsight-default (the full method, and hindsight at 0.1 "
-                                 "and 1)",
+                                 "and 1) or critic (GRPO, coevolution's rows, and hindsight's "
+                                 "critic paying the moves as r_t, the guides at the env guard)",
                         ["paper", "core", "oracle", "slot", "sampling", "house", "guide",
-                         "gradient", "hindsight", "coevolution", "hindsight-default"])
+                         "gradient", "hindsight", "coevolution", "hindsight-default", "critic"])
     controls: bool = setting(False, "add the control rows (oracle and random reward)")
     guards: bool = setting(False, "add the guard ablation rows")
     quick: bool = setting(False, "a smaller preset for a laptop demo: see QUICK")
@@ -199,6 +200,9 @@ HINDSIGHT_ROWS = [  # --rows hindsight: does a guide paid against the agent's ow
      {"variant": "sg_gr", "guide_temperature": 1.0, "kl_guide_exact": True}),
 ]
 COEVOLUTION_ROWS = [HINDSIGHT_ROWS[i] for i in (0, 2, 3, 4)]  # --rows coevolution
+CRITIC_ROWS = [ROWS[0]] + COEVOLUTION_ROWS + [  # --rows critic: whose gain is hindsight's?
+    ("control: the critic without the guide, guides at temperature 1",
+     {"variant": "sg_gr", "internal_reward": "hindsight", "guide_temperature": 1.0})]
 HINDSIGHT_DEFAULT_ROWS = [ROWS[2]] + HINDSIGHT_ROWS[1:3]  # --rows hindsight-default
 GUARD_ROWS = [  # --guards: which guard the full method needs, starting from the paper as written
     ("GRPO w/ SG & GR, paper-faithful", {"variant": "sg_gr", **sg.PAPER_FAITHFUL}),
@@ -219,7 +223,8 @@ def compare_rows(cfg: sg.Config, exp: Experiment) -> list:
     rows = {"paper": ROWS, "core": ROWS[:3], "oracle": ORACLE_ROWS, "slot": SLOT_ROWS,
             "sampling": sampling_rows(cfg.guide_temperature), "house": HOUSE_ROWS,
             "guide": GUIDE_ROWS, "gradient": GRADIENT_ROWS, "hindsight": HINDSIGHT_ROWS,
-            "coevolution": COEVOLUTION_ROWS, "hindsight-default": HINDSIGHT_DEFAULT_ROWS}[exp.rows] \
+            "coevolution": COEVOLUTION_ROWS, "hindsight-default": HINDSIGHT_DEFAULT_ROWS,
+            "critic": CRITIC_ROWS}[exp.rows] \
         + (CONTROL_ROWS if exp.controls else []) + (GUARD_ROWS if exp.guards else [])
     return list(dict(rows).items())
 
@@ -239,7 +244,10 @@ def trunk_config(cfg: sg.Config) -> sg.Config:
     internal reward (its source, its form, its credit, which advantage the guide gets) is
     multiplied by zero, so those settings are reset here and rows that differ only in them
     share one trunk. (Guides trained by the KL alone, or paid for the outcome, the truth,
-    hindsight or the placebo, differ from the first iteration on.)"""
+    hindsight or the placebo, differ from the first iteration on; hindsight's critic builds
+    its V from the first iteration on, so that row is its own trunk.)"""
+    if cfg.internal_reward == "hindsight":
+        return cfg
     # env's guide advantage is composite's at lambda = 0: A_env; every other differs from it
     guide_advantage = "composite" if cfg.guide_advantage == "env" else cfg.guide_advantage
     return dataclasses.replace(cfg, variant="grpo" if cfg.variant == "grpo" else "sg",
@@ -358,14 +366,21 @@ GRADIENT_KEYS = ("guide_sensitivity", "action_sensitivity", "guide_off_prior", "
                  "target_accuracy", "target_accuracy_stale")  # instruments.training_figures
 
 
+EARLY = 20  # iterations: early_target_coverage, the predictor registered in REPORT section 14
+
+
 def training_means(records: list) -> dict:
     """What reached the guide over a run: each gradient diagnostic of the per-iteration
-    records (instruments.training_figures) averaged over the iterations, as train_<key>."""
+    records (instruments.training_figures) averaged over the iterations, as train_<key>; and
+    the hindsight targets' coverage over the first EARLY iterations, as early_target_coverage."""
     means = {}
     for key in GRADIENT_KEYS:
         values = [r[key] for r in records if r.get(key) is not None]
         if values:
             means[f"train_{key}"] = sum(values) / len(values)
+    early = [r["target_coverage"] for r in records[:EARLY] if r.get("target_coverage") is not None]
+    if early:
+        means["early_target_coverage"] = sum(early) / len(early)
     return means
 
 

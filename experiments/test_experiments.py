@@ -282,6 +282,9 @@ def test_branching_off_the_shared_prefix_equals_training_each_row_alone():
                "hindsight": sg.dataclasses.replace(cfg, variant="sg_gr",
                                                    guide_advantage="hindsight"),
                "placebo": sg.dataclasses.replace(cfg, variant="sg_gr", guide_advantage="placebo"),
+               "critic": sg.dataclasses.replace(cfg, variant="sg_gr", internal_reward="hindsight"),
+               "grpo + critic": sg.dataclasses.replace(cfg, variant="grpo",
+                                                       internal_reward="hindsight"),
                "exact KL": sg.dataclasses.replace(cfg, variant="sg_gr", kl_guide_exact=True)}
     branched = compare.train_rows(prior, configs)
     # trapezoid and no_anneal branch from the same snapshot: the second must not inherit the
@@ -718,6 +721,14 @@ def test_a_hindsight_runs_record_says_how_often_it_had_a_target_and_how_right():
     assert record["target_coverage"] == pytest.approx(has.sum().item() / judged.sum().item())
     assert record["target_accuracy"] == pytest.approx(
         (targets == batch.truths)[has].float().mean().item())
+
+
+def test_the_registered_predictor_is_the_targets_coverage_over_the_first_twenty_iterations():
+    records = [{"target_coverage": 0.01 * u} for u in range(1, 31)] + [{"iteration": 31}]
+    means = compare.training_means(records)
+    assert means["early_target_coverage"] == pytest.approx(0.01 * sum(range(1, 21)) / 20)
+    assert means["train_target_coverage"] == pytest.approx(0.01 * sum(range(1, 31)) / 30)
+    assert "early_target_coverage" not in compare.training_means([{"iteration": 1}])
 
 
 # --- what reached the guide: the gradient diagnostics over the first and last iterations ---
