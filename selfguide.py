@@ -1,22 +1,24 @@
 """Self-Guide in one file: a language agent that judges its own progress, and learns from it.
 
 Re-implements "Co-Evolution of Policy and Internal Reward for Language Agents" (Self-Guide,
-arXiv 2604.03098) at toy scale. At every step t the agent first writes a one-word
-self-assessment, the guide z_t (positive / neutral / negative), then an action a_t conditioned
-on it. The same word is a step reward r_t = g(z_t) in {+0.1, 0, -0.1}, weighed by a trust
-schedule lambda(u) (`trust` in the code). The paper trains every token of rollout i on the
-group-normalised advantage of R_i = R_env_i + lambda(u) sum_t r_i,t. The agent is a tiny GPT-2
-(transformers' GPT2LMHeadModel); the world a text maze (toy_env.py) whose true shortest-path
-distances score every guide, which the paper could not measure.
+arXiv 2604.03098) at toy scale. At every step t the agent writes a one-word self-assessment,
+the guide z_t (positive / neutral / negative), then an action a_t conditioned on it; the same
+word is a step reward r_t = g(z_t) in {+0.1, 0, -0.1}, weighed by a trust schedule lambda(u).
+The agent is a tiny GPT-2; the world a text maze (toy_env.py) that scores every guide.
 
-    python selfguide.py                     # the full method, Stage 0 prior included (CPU)
+    python selfguide.py                     # GRPO w/ SG & GR, guarded; Stage 0 prior included
     python selfguide.py --variant grpo      # R_env only; --variant sg: guides, lambda = 0
     python selfguide.py --paper-faithful    # the paper's objective: watch the guide collapse
     python selfguide.py --show 1            # train, then watch a held-out episode step by step
     python selfguide.py --eval-only --init-from runs/sg_gr-seed0
     python selfguide.py --help              # every setting, with its default
 
-What the default run trains (a test writes these lines out and compares them with the code).
+The default is GRPO w/ SG & GR with guards and step credit, not the paper's objective
+(--paper-faithful is). Its maze shows a hot/cold cue that the guide reads, so the default's
+guide is right before training and after: a mature judge, the pretrained LLM's role, that need
+not learn. Guides that must learn are experiments/REPORT.md's, sections 8-14.
+
+What the default run trains (a test reads these lines and implements them on its own).
 Iteration u of U = 150; rollout i of a group of G = 8 on one task, T_i moves, R_env_i in {0, 1}:
 
     lambda(u) = 0 for u <= U/2 (the first half is GRPO w/ SG), rising linearly to 1 at 5U/8,
@@ -40,23 +42,15 @@ what GRPO trains. --paper-faithful trains the paper's objective instead:
     every token of rollout i, guide and action: (R_i - mean_G R) / (std_G R + eps), 0 where
     the group's R are equal; beta 0; guides sampled at temperature 1.
 
-Reading order: Config; the paper's pieces (r_t, lambda(u), R, A_i, the clipped loss); the
-machinery they plug into, up to the training loop, whose iteration names its steps in order;
-below "The method ends here", what one run needs around it. experiments/ measures the method
-(REPORT.md); examples/ runs it on TRL.
-
-Departures from the paper (README's "Departures" says why; experiments/REPORT.md measures each):
+Departures from the paper (README's "Departures" says why; --paper-faithful takes back 2, 5, 7):
 1. A Stage 0 prior, cloned from an imperfect demonstrator, stands in for the pretrained LLM.
-2. Three guards: a KL to the prior on guide tokens (--kl-guide), guide tokens trained by
-   R_env's advantage alone (--guide-advantage env), r_t over the length (--internal-return mean).
+2. Guards: a KL to the prior on guides (--kl-guide), guides trained by R_env's advantage
+   (--guide-advantage env), r_t over the length (--internal-return mean).
 3. Constrained decoding: the guide slot samples among the guides, the action slot the moves.
 4. The schedule's phases are fractions of training; the group std is the population one.
-5. Step-level credit: the action formula above, R_env and the r_t normalised apart (--credit).
+5. Step-level credit: the action formula above (--credit step).
 6. The guide is one word that judges the move just made.
-7. Guides are sampled at temperature 0.1 in training (--guide-temperature; actions at 1), and
-   their log-probs in the loss and the KL are taken there too, as the ratio needs: the
-   gradient (onehot - p) / 0.1 that reaches a confident guide is then about zero.
---paper-faithful takes back 2, 5 and 7; 1, 3, 4 and 6 remain.
+7. Guides are sampled at temperature 0.1 in training (--guide-temperature), and scored there.
 """
 from __future__ import annotations
 
@@ -112,29 +106,21 @@ class Config:
     prior_lr: float = setting(3e-3, "peak learning rate of cloning (cosine decay)")
     cue_noise: float = setting(toy_env.CUE_NOISE, "share of its moves the demonstrator misjudges")
     # Self-Guide
-    variant: str = setting("sg_gr", "grpo: no guide; sg: guides, lambda 0; sg_gr: and their reward",
-                           ["grpo", "sg", "sg_gr"])
-    internal_reward: str = setting(
-        "guide", "r_t: guide (the paper); controls: oracle (true progress), random, or "
-                 "hindsight (the hindsight target's word: its critic, without the guide)",
-        ["guide", "oracle", "random", "hindsight"])
+    variant: str = setting("sg_gr", "grpo: no guide; sg: guides, lambda 0; sg_gr: and their "
+                                    "reward", ["grpo", "sg", "sg_gr"])
+    internal_reward: str = setting("guide", "r_t: guide (the paper); controls: oracle (true "
+                                            "progress) or random", ["guide", "oracle", "random"])
     schedule: str = setting("trapezoid", "lambda(u): the paper's trapezoid, or an ablation",
                             ["trapezoid", "immediate", "never", "no_anneal"])
     enter_at: float = setting(0.5, "fraction of training at which lambda starts to rise")
     credit: str = setting("step", "an action's advantage: trajectory, R's (the paper), or "
                                   "step: departure 5", ["trajectory", "step"])
-    internal_return: str = setting("mean", "sum: the paper's sum_t r_t; mean: a guard",
-                                   ["sum", "mean"])
-    guide_advantage: str = setting(
-        "env", "guide tokens' advantage: composite (the paper), env or outcome (guards), "
-               "hindsight (+1 / -1 against the agent's own experience), none, truth or "
-               "placebo (controls)",
-        ["composite", "env", "outcome", "hindsight", "none", "truth", "placebo"])
+    internal_return: str = setting("mean", "sum: the paper's; mean: a guard", ["sum", "mean"])
+    guide_advantage: str = setting("env", "guide tokens' advantage: composite (the paper) or "
+                                          "env (a guard)", ["composite", "env"])
     kl_guide: float = setting(0.1, "weight of the KL to the prior on guide tokens (a guard)")
-    kl_guide_exact: bool = setting(False, "the guide's KL exact over its three words at "
-                                          "temperature 1, not k3 at --guide-temperature")
-    guide_temperature: float = setting(0.1, "sampling temperature of guides in training and "
-                                            "in sampled evaluations")
+    guide_temperature: float = setting(0.1, "sampling temperature of guides (training, sampled "
+                                            "evaluations)")
     # GRPO
     iterations: int = setting(150, "GRPO iterations")
     tasks_per_iter: int = setting(16, "tasks (groups) per iteration")
@@ -146,62 +132,56 @@ class Config:
     advantage: str = setting("grpo", "grpo: (R - mean) / std; drgrpo: R - mean (Dr. GRPO)",
                              ["grpo", "drgrpo"])
     max_grad_norm: float = setting(1.0, "gradient clipping")
+    kl_action: float = setting(0.0, "weight of the KL to the prior on action tokens")
     temperature: float = setting(1.0, "sampling temperature of actions in training")
     # evaluation
     eval_tasks: int = setting(500, "held-out tasks (a seed range never used in training)")
     eval_every: int = setting(10, "iterations between held-out evaluations")
     final_evals: int = setting(3, "the final score is the mean of this many last evaluations")
-
-    # --- the report's experiments and controls (experiments/ uses these) ---
-    dist: bool = setting(False, "show the maze distance dist:K in place of the cue (--no-cue)")
-    cue_misjudge: str = setting(
-        "none", "revisit: the demonstrator calls every move back onto a visited cell negative",
-        list(toy_env.MISJUDGED))
-    prior_guide_target: float = setting(
-        0.0, "clone until the greedy guide judges moves that change the distance this well")
-    prior_check: int = setting(25, "cloning updates between two checks of that target")
-    kl_action: float = setting(0.0, "weight of the KL to the prior on action tokens")
-    token_mean: str = setting(
-        "all", "all: one mean over the written tokens; per_slot: guides and actions apart",
-        ["all", "per_slot"])
-    house: bool = setting(False, "every task in one maze (toy_env's house); only starts differ")
-    stale_door: bool = setting(False, "the demonstrator plans and judges on toy_env's stale map")
-
-    # --- bookkeeping ---
+    # bookkeeping
     prior_cache: str = setting("runs/priors", "folder of the cached priors, keyed by settings")
     seed: int = setting(0, "seeds torch, Python's random, the tasks and the prior")
     device: str = setting("auto", "auto, cpu, cuda or cuda:N")
     threads: int = setting(0, "CPU threads for torch (0: torch's default)")
     out: str = setting("", "run folder (default runs/<variant>-seed<seed>)")
     init_from: str = setting("", "start from this saved policy instead of the prior")
-    eval_only: bool = setting(False, "only evaluate --init-from (or the prior) and exit: "
-                                     "greedy, and sampled (guides at --guide-temperature)")
+    eval_only: bool = setting(False, "only evaluate --init-from (or the prior), greedy and "
+                                     "sampled, and exit")
     show: int = setting(0, "print this many held-out episodes step by step (greedy)")
 
     def __post_init__(self):
         check_config(self)  # one clear line for a setting that cannot run, before any work
 
     @property
-    def guided(self) -> bool:
-        """Does the agent write a guide before each action?"""
+    def guided(self) -> bool:  # does the agent write a guide before each action?
         return self.variant != "grpo"
 
-    @property
-    def rewarded(self) -> bool:
-        """Does lambda follow --schedule? For the full method and GRPO's oracle and hindsight
-        controls."""
-        return self.variant == "sg_gr" or (self.variant == "grpo"
-                                           and self.internal_reward in ("oracle", "hindsight"))
+    # The seams: experiments/research.py's Config subclass overrides these four to run the
+    # report's variants; each default is the method's own behaviour.
+    def make_env(self) -> GridWorld:
+        """The maze every episode is played in."""
+        return GridWorld(self.size, self.wall_prob, self.min_distance, self.max_steps,
+                         cue=self.cue)
+
+    def demonstrate(self, env: GridWorld, seed: int):
+        """One episode of Stage 0's demonstrator: toy_env.demonstrate's (steps, infos)."""
+        return toy_env.demonstrate(env, seed=seed, cue_noise=self.cue_noise)
+
+    def cloned_enough(self, policy, updates: int) -> bool:
+        """Asked after each cloning update: stop Stage 0 there? (No: --prior-epochs decide.)"""
+        return False
+
+    def advantages(self, batch, trust: float, iteration: int, state) -> tuple:
+        """An iteration's token advantages (N, L) and composite returns (N,)."""
+        return iteration_advantages(batch, self, trust, iteration)
 
 
 # --- The episode: one token stream [<bos> <mode> o_1 z_1 a_1 o_2 z_2 a_2 ...] ---
-# Every token records the slot it fills: context (observations, read), guide or action
-# (written). Masks are built from these slots, never from token ids.
+# Every token records its slot: context (read), guide or action (written). Masks come from slots.
 SLOT_CONTEXT, SLOT_GUIDE, SLOT_ACTION = 0, 1, 2
 
 
 # --- Self-Guide: guide-to-reward conversion (Sec. 3, r_t = g(z_t)) ---
-
 GUIDE_REWARD = {"positive": 0.1, "neutral": 0.0, "negative": -0.1}
 
 
@@ -252,7 +232,6 @@ def length_neutral(rewards: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
 
 
 # --- Self-Guide: stage-wise trust schedule lambda(u) ("trust follows competence") ---
-
 def trust_schedule(iteration: int, total: int, kind: str = "trapezoid",
                    enter_at: float = 0.5) -> float:
     """lambda(u) for training iteration u in 1..total.
@@ -278,13 +257,14 @@ def trust_schedule(iteration: int, total: int, kind: str = "trapezoid",
 
 
 def trust_at(cfg: Config, iteration: int) -> float:
-    """lambda(u) of this run: the schedule where an internal reward is paid, 0 elsewhere."""
-    schedule = cfg.schedule if cfg.rewarded else "never"
-    return trust_schedule(iteration, cfg.iterations, schedule, cfg.enter_at)
+    """lambda(u) of this run: the schedule where an internal reward is paid (the full method,
+    GRPO's oracle control), 0 elsewhere."""
+    paid = cfg.variant == "sg_gr" or (cfg.variant == "grpo" and cfg.internal_reward != "guide")
+    return trust_schedule(iteration, cfg.iterations, cfg.schedule if paid else "never",
+                          cfg.enter_at)
 
 
 # --- Self-Guide: composite return (Sec. 3, R(tau; u) = R_env(tau) + lambda(u) * sum_t r_t) ---
-
 def composite_return(env_return, rewards, trust: float):
     """R = R_env + trust * internal_return, with internal_return = sum_t r_t (a step without a
     guide has r_t = 0). env_return: (N,); rewards: (N, T). Returns (R, internal_return),
@@ -296,7 +276,6 @@ def composite_return(env_return, rewards, trust: float):
 
 
 # --- GRPO: group-normalised advantages (A_i = (R_i - mean R) / (std R + eps)) ---
-
 def zero_variance(returns: torch.Tensor) -> torch.Tensor:
     """(num_groups, G) -> (num_groups,) bool: every rollout of the group got the same return."""
     return (returns == returns[:, :1]).all(dim=1)
@@ -316,7 +295,6 @@ def group_advantages(returns: torch.Tensor, eps: float = 1e-6, scale: bool = Tru
 
 
 # --- GRPO with step-level credit (departure 5: --credit step) ---
-
 def step_credit(env_advantages, rewards, trust: float, group_size: int, scale: bool = True,
                 eps: float = 1e-6, own: bool = False):
     """Per-step advantages that credit each action only with the internal rewards that judge
@@ -365,7 +343,6 @@ def per_token(slots, action_advantages, guide_advantages):
 
 
 # --- GRPO: clipped surrogate with a k3 KL to the reference, one mean over written tokens ---
-
 KL_LOG_RATIO_MAX = 20.0  # see grpo_loss; below it the loss is the formula's, to the last bit
 
 
@@ -403,11 +380,10 @@ def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
 
 
 # --- Vocabulary and tokenizer: one word, one token ---
-# Observation words come from toy_env; the agent writes only guides and actions. The mode token
-# says whether the episode has a guide slot, so one prior acts both ways (ReAct, ReAct w/ SG).
+# The mode token says whether the episode has a guide slot: one prior acts both ways.
 
 SPECIAL = ["<pad>", "<unk>", "<bos>", "<eos>", "<guided>", "<unguided>"]
-WORDS = SPECIAL + list(GUIDES) + list(ACTIONS) + list(toy_env.VOCAB) + list(toy_env.DIST_VOCAB)
+WORDS = SPECIAL + list(GUIDES) + list(ACTIONS) + list(toy_env.OBSERVATION_VOCAB)
 WORD_ID = {word: i for i, word in enumerate(WORDS)}
 PAD, BOS, EOS, GUIDED, UNGUIDED = (WORD_ID[w] for w in ["<pad>", "<bos>", "<eos>", "<guided>",
                                                          "<unguided>"])
@@ -440,25 +416,21 @@ def slot_vocab_mask(device) -> torch.Tensor:
 
 
 def writable_column(device) -> torch.Tensor:
-    """(V,) long: each writable word's column in WRITABLE_IDS order, the last axis of the
-    constrained log-probs (0 for the other words, which are only ever context, never scored)."""
+    """(V,) each writable word's column in WRITABLE_IDS order (0 for the others: context)."""
     column = torch.zeros(len(WORDS), dtype=torch.long, device=device)
     column[WRITABLE_IDS] = torch.arange(len(WRITABLE_IDS), device=device)
     return column
 
 
 # --- Policy: a tiny GPT-2, and the log-probs of what it writes ---
-
 def episode_length(cfg: Config) -> int:
-    """Tokens in the longest episode: <bos> <mode>, then per step the observation's words
-    (3, or 4 with the cue or the distance), a guide and an action."""
-    return 2 + cfg.max_steps * (toy_env.observation_words(cfg.cue, cfg.dist) + 2)
+    """Tokens in the longest episode: <bos> <mode>, then per step o_t's words, z_t and a_t."""
+    return 2 + cfg.max_steps * (cfg.make_env().observation_length + 2)
 
 
 def vocab_size(cfg: Config) -> int:
-    """Words the policy's embedding holds: the dist:K words come last and only with --dist
-    (no other setting ever sees them)."""
-    return len(WORDS) - (0 if cfg.dist else len(toy_env.DIST_VOCAB))
+    """Words the policy's embedding holds: WORDS up to the last the maze can show."""
+    return len(WORDS) - len(toy_env.OBSERVATION_VOCAB) + cfg.make_env().words
 
 
 def make_policy(cfg: Config):
@@ -472,19 +444,16 @@ def make_policy(cfg: Config):
 
 
 def writable_logits(policy, tokens, cache=None) -> torch.Tensor:
-    """Logits of the writable words, the only ones constrained decoding can pick: tokens (N, L)
-    -> (N, L, W) in WRITABLE_IDS order, by transformers' own forward (given the rollout's
-    DynamicCache, tokens are only the new ones)."""
+    """The writable words' logits, (N, L) -> (N, L, W), by transformers' own forward (with
+    the rollout's DynamicCache, tokens are only the new ones)."""
     return policy(tokens, cache=cache, use_cache=cache is not None).logits[..., WRITABLE_IDS]
 
 
 def last_block_logits(policy, tokens, positions) -> torch.Tensor:
-    """The training pass's logits of the writable words at `positions` only: tokens (N, L),
-    positions (Q,) -> (N, Q, W). Equal, to rounding, to transformers' own forward
-    policy(tokens, logits_to_keep=positions).logits[..., WRITABLE_IDS] (a test checks values and
-    gradients), but the last block's queries, attention output, MLP and head are computed only
-    at the positions that predict a guide or an action (a third of the stream with the cue);
-    every position is still a key and a value."""
+    """The training pass's writable logits at `positions` only: tokens (N, L), positions (Q,)
+    -> (N, Q, W). policy(tokens, logits_to_keep=positions)'s, to rounding (a test checks), but
+    the last block computes queries, MLP and head only where a guide or an action is predicted
+    (a third of the stream); every position is still a key and a value."""
     gpt, (n, length) = policy.transformer, tokens.shape
     hidden = gpt.wte(tokens) + gpt.wpe(torch.arange(length, device=tokens.device))  # (N, L, C)
     for block in gpt.h[:-1]:  # earlier blocks: every position is some later query's key
@@ -507,83 +476,50 @@ def last_block_logits(policy, tokens, positions) -> torch.Tensor:
 
 
 def scored_positions(slots) -> torch.Tensor:
-    """(Q,) the positions of a batch's token stream where any row holds a guide or an action:
-    the tokens a training pass scores (position 0, <bos>, never is)."""
+    """(Q,) the positions where any row of slots (N, L) holds a guide or an action."""
     return (slots != SLOT_CONTEXT).any(0).nonzero().squeeze(-1)
 
 
 def constrained_logprobs(logits, target_slots, temperature: float = 1.0,
                          guide_temperature: float | None = None) -> torch.Tensor:
-    """The constrained, tempered distribution the rollout samples from: logits (N, Q, W),
-    target_slots (N, Q) the slot of the token each predicts -> log-probs (N, Q, W), -inf where
-    the slot may not hold the word; guides at guide_temperature if given, else temperature."""
+    """The distribution the rollout samples from: logits (N, Q, W) and the slots they predict
+    (N, Q) -> log-probs (N, Q, W), -inf off the slot's words; guides at guide_temperature."""
     allowed = slot_vocab_mask(logits.device)[target_slots]                   # (N, Q, W)
-    per_slot = [1.0, temperature if guide_temperature is None else guide_temperature, temperature]
-    temperatures = torch.tensor(per_slot, device=logits.device)[target_slots, None]  # (N, Q, 1)
+    by_slot = [1.0, temperature if guide_temperature is None else guide_temperature, temperature]
+    temperatures = torch.tensor(by_slot, device=logits.device)[target_slots, None]  # (N, Q, 1)
     return torch.log_softmax(logits.masked_fill(~allowed, -math.inf) / temperatures, -1)
 
 
 def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
-                   guide_temperature: float | None = None, guide_words: bool = False):
-    """log pi(token) of every generated token under the constrained, tempered distribution the
-    rollout sampled from, recomputed by a training pass: tokens, slots (N, L) -> (N, L), 0 at
-    context positions. With guide_words, also the guide's whole distribution at temperature 1,
-    (N, L, 3) log-probs of GUIDES at each guide token (0 elsewhere), from the same pass."""
+                   guide_temperature: float | None = None) -> torch.Tensor:
+    """log pi of each written token as the rollout sampled it, recomputed by a training pass:
+    tokens, slots (N, L) -> (N, L), 0 at context positions."""
     targets = scored_positions(slots)                   # (Q,), all >= 1; position p predicts p+1
     logits = last_block_logits(policy, tokens, targets - 1)                 # (N, Q, W)
     logp = constrained_logprobs(logits, slots[:, targets], temperature, guide_temperature)
     column = writable_column(tokens.device)[tokens[:, targets]]             # (N, Q); 0: context
     chosen = logp.gather(-1, column[..., None]).squeeze(-1)                  # (N, Q)
     chosen = torch.zeros(tokens.shape, device=tokens.device).index_copy(1, targets, chosen)
-    chosen = torch.where(slots != SLOT_CONTEXT, chosen, torch.zeros_like(chosen))  # (N, L)
-    if not guide_words:
-        return chosen
-    guides = torch.zeros(tokens.shape + (len(GUIDES),), device=tokens.device).index_copy(
-        1, targets, logits[..., :len(GUIDES)].log_softmax(-1))              # (N, L, 3)
-    return chosen, torch.where((slots == SLOT_GUIDE)[..., None], guides, 0.0)
-
-
-def exact_guide_kl(guide_logprobs, reference_guide_logprobs) -> torch.Tensor:
-    """--kl-guide-exact: KL(pi || prior) over the three guide words at temperature 1, exactly,
-    at each guide token: (N, L, 3) log-probs each -> (N, L), 0 where no guide is. The k3 KL at
-    the sampling temperature costs about d / T nats to flip a word whose logit trails by d
-    (60 at T = 0.1 for d = 6); this one costs what the two distributions differ by."""
-    return (guide_logprobs.exp() * (guide_logprobs - reference_guide_logprobs)).sum(-1)
+    return torch.where(slots != SLOT_CONTEXT, chosen, torch.zeros_like(chosen))  # (N, L)
 
 
 # --- Stage 0: the prior (stands in for the pretrained LLM; departure 1) ---
-
-PRIOR_SEED_BASE = 10**8  # demonstrations use their own task seeds ...
-EVAL_SEED_BASE = toy_env.HELD_OUT_TASKS  # ... the held-out tasks 10^9 on (a house's other half),
-CALIBRATION_SEED_BASE = 2 * 10**9  # ... and --prior-guide-target's checks a third
-TRAIN_SEED_RANGE = PRIOR_SEED_BASE  # training tasks are drawn from [0, 10^8)
+TRAIN_SEED_RANGE = PRIOR_SEED_BASE = 10**8  # tasks: training [0, 10^8), demonstrations 10^8 on,
+EVAL_SEED_BASE = toy_env.HELD_OUT_TASKS     # held-out 10^9 on
 
 
-def make_env(cfg: Config) -> GridWorld:
-    return GridWorld(cfg.size, cfg.wall_prob, cfg.min_distance, cfg.max_steps, cue=cfg.cue,
-                     dist=cfg.dist, house=cfg.seed if cfg.house else None,
-                     stale_door=cfg.stale_door)
-
-
-@lru_cache(maxsize=2**16)
-def cell_index(observation: str) -> int:
-    """The cell an observation names (its at:R,C word) as one number, R x MAX_SIZE + C."""
-    row, column = toy_env.parse_observation(observation)[0]
-    return row * toy_env.MAX_SIZE + column
-
-
-@lru_cache(maxsize=2**16)
+@lru_cache(maxsize=2**16)  # mazes repeat their observations
 def observation_ids(observation: str) -> tuple:
-    """The token ids of an observation's words (memoised: mazes repeat their observations)."""
-    return tuple(WORD_ID[word] for word in observation.split())
+    """The token ids of an observation's words, and the cell it names (R x MAX_SIZE + C)."""
+    row, column = toy_env.parse_observation(observation)[0]
+    return tuple(WORD_ID[word] for word in observation.split()), row * toy_env.MAX_SIZE + column
 
 
 def encode_episode(steps, guided: bool):
-    """A demonstrator episode [(o_t, z_t, a_t), ...] as the rollout's stream [<bos>, <mode>, o_1,
-    z_1, a_1, o_2, ...]: (token ids, slots), lists."""
+    """A demonstrator episode [(o_t, z_t, a_t), ...] as the rollout's stream: (ids, slots)."""
     tokens, slots = [BOS, GUIDED if guided else UNGUIDED], [SLOT_CONTEXT, SLOT_CONTEXT]
     for observation, guide, action in steps:
-        words = observation_ids(observation)
+        words = observation_ids(observation)[0]
         tokens += words
         slots += [SLOT_CONTEXT] * len(words)
         if guided:
@@ -596,10 +532,9 @@ def encode_episode(steps, guided: bool):
 
 def demonstration_corpus(cfg: Config):
     """(tokens, slots), each (2 * prior_episodes, L): every episode in both formats."""
-    env, tokens, slots, length = make_env(cfg), [], [], episode_length(cfg)
+    env, tokens, slots, length = cfg.make_env(), [], [], episode_length(cfg)
     for i in tqdm(range(cfg.prior_episodes), desc="demonstrations", leave=False):
-        steps, _ = toy_env.demonstrate(env, seed=PRIOR_SEED_BASE + cfg.seed * 10**6 + i,
-                                       cue_noise=cfg.cue_noise, cue_misjudge=cfg.cue_misjudge)
+        steps, _ = cfg.demonstrate(env, PRIOR_SEED_BASE + cfg.seed * 10**6 + i)
         for ids, kinds in (encode_episode(steps, guided=True), encode_episode(steps, guided=False)):
             tokens.append(ids + [PAD] * (length - len(ids)))  # PAD is SLOT_CONTEXT: 0
             slots.append(kinds + [SLOT_CONTEXT] * (length - len(kinds)))
@@ -607,8 +542,8 @@ def demonstration_corpus(cfg: Config):
 
 
 def clone_demonstrator(policy, tokens, slots, cfg: Config, device):
-    """Behaviour cloning: maximise log pi of the demonstrator's guides and actions (never its
-    observations), cosine-decayed; yields each update's loss, so the caller can stop early."""
+    """Behaviour cloning of the demonstrator's guides and actions (never its observations),
+    cosine-decayed; yields each update's loss, so the caller can stop early."""
     generator = torch.Generator().manual_seed(cfg.seed)
     updates = cfg.prior_epochs * math.ceil(len(tokens) / cfg.prior_batch)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.prior_lr, weight_decay=0.0)
@@ -627,7 +562,6 @@ def clone_demonstrator(policy, tokens, slots, cfg: Config, device):
 
 
 # --- Rollout: all episodes advance together, one token stream each, KV-cached ---
-
 @dataclass
 class Rollouts:
     """A batch of N finished episodes; T = max_steps, L = their token length."""
@@ -635,20 +569,17 @@ class Rollouts:
     slots: torch.Tensor          # (N, L) SLOT_GUIDE / SLOT_ACTION where the policy wrote
     logprobs: torch.Tensor       # (N, L) log-prob under the sampling distribution; 0 in context
     guides: torch.Tensor         # (N, T) index into GUIDES of the guide written; -1 if none
-    truths: torch.Tensor         # (N, T) index into GUIDES of move t-1's true progress (what
-                                 #        z_t judges), guided or not; -1 at t = 0 or no step
+    truths: torch.Tensor         # (N, T) index into GUIDES of the true progress z_t judges
     cells: torch.Tensor          # (N, T) the cell o_t names, row x MAX_SIZE + column; -1 after
     env_return: torch.Tensor     # (N,) R_env: 1.0 on success
     steps: torch.Tensor          # (N,) moves taken
     optimal: torch.Tensor        # (N,) shortest path at the start
     mazes: torch.Tensor          # (N,) the maze each episode is played in (GridWorld.maze)
-    guide_probs: torch.Tensor | None = None  # (N, T, 3) the guide's distribution over GUIDES
-                                             #   at temperature 1 where it wrote one; else 0
+    guide_probs: torch.Tensor | None = None  # (N, T, 3) z_t's distribution at temperature 1
 
 
 def sample_slot(logits, slot: int, allowed, temperature: float, greedy: bool, generator):
-    """Constrained decoding: one word per row among the slot's words. logits (N, W) over
-    WRITABLE_IDS. Returns the chosen writable indices and their log-probs, each (N,)."""
+    """Constrained decoding among the slot's words: logits (N, W) -> choices, log-probs (N,)."""
     logp = torch.log_softmax(logits.masked_fill(~allowed[slot], -math.inf) / temperature, -1)
     choice = (logp.argmax(-1) if greedy
               else torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1))
@@ -658,19 +589,17 @@ def sample_slot(logits, slot: int, allowed, temperature: float, greedy: bool, ge
 @torch.no_grad()  # playing needs no gradients; the update recomputes what it trains
 def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
             greedy=False) -> Rollouts:
-    """Play one episode per task seed, all in one batch; a DynamicCache makes each step cost
-    only its new tokens. Per step: o_t, then z_t ~ pi(. | h_{t-1}, o_t) if guided, then
-    a_t ~ pi(. | h_{t-1}, o_t, z_t)."""
+    """One episode per task seed, all in one batch, each step costing only its new tokens (a
+    DynamicCache): o_t, then z_t ~ pi(. | h_{t-1}, o_t) if guided, then a_t ~ pi(. | ..., z_t)."""
     from transformers import DynamicCache
     device = next(policy.parameters()).device
     allowed = slot_vocab_mask(device)
-    envs = [make_env(cfg) for _ in task_seeds]
+    envs = [cfg.make_env() for _ in task_seeds]
     resets = [env.reset(seed=seed) for env, seed in zip(envs, task_seeds)]
     observations, optimal = [o for o, _ in resets], [info["optimal_steps"] for _, info in resets]
     n, horizon = len(envs), cfg.max_steps
     word_ids = torch.tensor(WRITABLE_IDS, device=device)  # a writable column's token id
-    # per-episode bookkeeping in Python lists: the environments are Python, tensor writes slow
-    running, env_return, steps = [True] * n, [0.0] * n, [0] * n
+    running, env_return, steps = [True] * n, [0.0] * n, [0] * n  # lists: the envs are Python
     previous_truth, active = [-1] * n, torch.tensor(running, device=device)
     guides, truths, cells = (torch.full((n, horizon), -1, dtype=torch.long, device=device)
                              for _ in range(3))
@@ -686,13 +615,13 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
     pending = torch.tensor([[BOS, GUIDED if guided else UNGUIDED]] * n, device=device)
     write(pending, SLOT_CONTEXT)
     for t in range(horizon):
-        observed = torch.tensor([observation_ids(o) for o in observations], device=device)
+        observed = torch.tensor([observation_ids(o)[0] for o in observations], device=device)
         observed = torch.where(active[:, None], observed, PAD)  # (n, O), O words an observation
         write(observed, SLOT_CONTEXT)
         pending = torch.cat([pending, observed], 1)
         truths[:, t] = torch.where(active, torch.tensor(previous_truth, device=device), -1)
-        cells[:, t] = torch.where(active, torch.tensor([cell_index(o) for o in observations],
-                                                       device=device), -1)
+        cells[:, t] = torch.where(active, torch.tensor([observation_ids(o)[1] for o in
+                                                        observations], device=device), -1)
         if guided:  # z_t ~ pi(. | h_{t-1}, o_t): judge before acting
             logits = writable_logits(policy, pending, cache)[:, -1]                # (n, W)
             guide, logp = sample_slot(logits, SLOT_GUIDE, allowed, cfg.guide_temperature,
@@ -726,185 +655,73 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
                     guide_probs)
 
 
-# --- Hindsight: a guide's target from the agent's own rollouts (--guide-advantage hindsight) ---
-
-HINDSIGHT_DISCOUNT = 0.95  # V(s) counts a success k moves after s as 0.95^k: nearer is better
-HINDSIGHT_MEMORY = 0.9     # each iteration, what earlier iterations saw weighs 0.9 times less
-POSITIVE, NEUTRAL, NEGATIVE = range(3)  # GUIDES' indices
-
-
-def hindsight_targets(batch: Rollouts, values: dict) -> torch.Tensor:
-    """The word each guide is paid against under --guide-advantage hindsight, drawn from the
-    agent's own rollouts and nothing else: (N, T) indices into GUIDES, -1 where there is none.
-
-    V(s) is the success the agent reached from state s (a maze's cell, as o_t names it): the
-    mean over every visit of HINDSIGHT_DISCOUNT^(moves left) x R_env. z_t judges the move
-    from s_{t-1} to s_t, and its target is the sign of V(s_t) - V(s_{t-1}): positive,
-    negative, or neutral for a bump (the cell did not change). z_t's target is fixed before z_t
-    is written (s_{t-1} and s_t are known), and rollout i's V leaves out its own visits (it is
-    the other rollouts' of this iteration, and what earlier ones saw), so a word cannot earn its
-    target by steering: it can change which moves rollout i makes later, never what a cell is
-    worth. Where V cannot tell (a cell no other rollout reached, or two cells with
-    one value) there is no target. `values` carries {(maze, cell): [discounted successes,
-    visits]} across iterations: decayed by HINDSIGHT_MEMORY, then this batch's visits added
-    (in place)."""
-    cells, steps = batch.cells.tolist(), batch.steps.tolist()
-    mazes, success = batch.mazes.tolist(), batch.env_return.tolist()
-    own = []  # per rollout, {(maze, cell): [discounted successes, visits]}
-    for i, row in enumerate(cells):
-        visits = {}
-        for t in range(steps[i]):  # o_t is seen with steps - t moves left
-            entry = visits.setdefault((mazes[i], row[t]), [0.0, 0])
-            entry[0] += HINDSIGHT_DISCOUNT ** (steps[i] - t) * success[i]
-            entry[1] += 1
-        own.append(visits)
-    for key in list(values):
-        values[key] = [v * HINDSIGHT_MEMORY for v in values[key]]
-        if values[key][1] < 0.01:  # unseen for about 45 iterations: forgotten
-            del values[key]
-    for visits in own:
-        for key, (total, count) in visits.items():
-            entry = values.setdefault(key, [0.0, 0.0])
-            entry[0], entry[1] = entry[0] + total, entry[1] + count
-
-    def value(i, cell):  # V(cell) without rollout i's own visits; None if no one else came
-        total, count = values[(mazes[i], cell)]
-        mine_total, mine_count = own[i][(mazes[i], cell)]
-        rest = count - mine_count
-        return (total - mine_total) / rest if rest > 1e-6 else None
-
-    targets = torch.full(batch.cells.shape, -1, dtype=torch.long, device="cpu")  # filled by hand
-    for i, row in enumerate(cells):
-        for t in range(1, steps[i]):  # z_0 judges no move
-            if row[t] == row[t - 1]:
-                targets[i, t] = NEUTRAL  # a bump: nothing changed
-                continue
-            after, before = value(i, row[t]), value(i, row[t - 1])
-            if after is not None and before is not None and after != before:
-                targets[i, t] = POSITIVE if after > before else NEGATIVE
-    return targets.to(batch.cells.device)
-
-
-def placebo_targets(targets: torch.Tensor, generator) -> torch.Tensor:
-    """The placebo (--guide-advantage placebo): the hindsight targets with each move's word
-    redrawn by a fair coin, positive or negative; bumps stay neutral, and where hindsight has
-    no target neither does the placebo. It pays as often as hindsight and carries no
-    information about a move, and no word can farm it: on a move, positive and negative each
-    earn 0 on average, neutral -1."""
-    coin = torch.randint(2, targets.shape, generator=generator, device=targets.device) * 2
-    return torch.where((targets == POSITIVE) | (targets == NEGATIVE), coin, targets)
-
-
 # --- GRPO: one iteration's advantages (--credit and --guide-advantage combine the above) ---
-
 def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: int,
-                         targets=None):
-    """r_t, R and the advantages of --credit and --guide-advantage for one iteration's rollouts,
-    each computed only where the settings use it: (token advantages (N, L), composite returns
-    (N,)). targets (N, T): hindsight_targets, for --guide-advantage hindsight and placebo and
-    --internal-reward hindsight (the critic without the guide: r_t is the target's word). The
-    random control and the placebo draw from their own generator each iteration, seeded by
-    seed x 10^6 + iteration."""
-    control = torch.Generator(device=batch.guides.device).manual_seed(cfg.seed * 10**6 + iteration)
-    source, judged = cfg.internal_reward, batch.truths
-    if source == "hindsight":  # control: hindsight's critic pays each move as the oracle would
-        if targets is None:    # pay it, from the agent's own V, not the truth
-            raise ValueError("--internal-reward hindsight needs targets: "
-                             "hindsight_targets(batch, values)")
-        source, judged = "oracle", targets
-    rewards = step_rewards(batch.guides, judged, source, control)                          # (N, T)
+                         rewards=None, guide_advantage=None):
+    """r_t, R and each token's advantage under --credit and --guide-advantage: (N, L), (N,).
+    The random control draws from a generator seeded by seed x 10^6 + iteration. rewards and
+    guide_advantage (N, T), if given, replace r_t and the guides' advantage (experiments/)."""
+    if rewards is None:
+        control = torch.Generator(device=batch.guides.device).manual_seed(
+            cfg.seed * 10**6 + iteration)
+        rewards = step_rewards(batch.guides, batch.truths, cfg.internal_reward, control)  # (N, T)
     if cfg.internal_return == "mean":
         rewards = length_neutral(rewards, batch.steps)
     returns, _ = composite_return(batch.env_return, rewards, trust)
     grouped, horizon = (-1, cfg.group_size), rewards.shape[1]
     scale = cfg.advantage == "grpo"
     env_advantage = (group_advantages(batch.env_return.view(grouped), scale=scale).flatten()
-                     if cfg.credit == "step" or cfg.guide_advantage in ("env", "outcome")
-                     else None)                                                            # (N,)
+                     if cfg.credit == "step" or cfg.guide_advantage == "env" else None)   # (N,)
     # an action's advantage: one per step (--credit step) or R's, one per rollout (the paper)
     if cfg.credit == "step":
         action_advantage = step_credit(env_advantage, rewards, trust, cfg.group_size, scale)
     else:
         action_advantage = group_advantages(returns.view(grouped), scale=scale).flatten() \
             [:, None].expand(-1, horizon)                                                  # (N, T)
-    if cfg.guide_advantage == "composite":  # the paper: a guide is trained as its action is
+    if guide_advantage is not None:
+        pass
+    elif cfg.guide_advantage == "composite":  # the paper: a guide is trained as its action is
         guide_advantage = (step_credit(env_advantage, rewards, trust, cfg.group_size, scale,
                                        own=True) if cfg.credit == "step" else action_advantage)
-    elif cfg.guide_advantage == "env":  # guard: a guide is never paid for the reward it grants
+    else:  # env, a guard: a guide is never paid for the reward it grants
         guide_advantage = env_advantage[:, None].expand(-1, horizon)
-    elif cfg.guide_advantage == "outcome":  # guard: paid for calling how the episode went,
-        polarity = step_rewards(batch.guides, batch.truths) / GUIDE_REWARD["positive"]  # +1/0/-1
-        # a constant word earns sum_i A_env,i = 0 at a step all the group plays, less where
-        # only failures play on (a success ends early): praise never earns
-        guide_advantage = env_advantage[:, None] * polarity
-    elif cfg.guide_advantage == "none":
-        guide_advantage = torch.zeros_like(action_advantage)
-    elif cfg.guide_advantage in ("truth", "hindsight", "placebo"):  # +1 for the target's word,
-        # -1 for another: the true progress (a control), the agent's own hindsight, or a coin
-        if targets is None and cfg.guide_advantage != "truth":  # grpo_iteration makes them
-            raise ValueError(f"--guide-advantage {cfg.guide_advantage} needs targets: "
-                             f"hindsight_targets(batch, values)")
-        target = {"truth": batch.truths, "hindsight": targets}.get(cfg.guide_advantage)
-        if cfg.guide_advantage == "placebo":
-            target = placebo_targets(targets, control)
-        right = torch.where(batch.guides == target, 1.0, -1.0)
-        guide_advantage = torch.where((batch.guides >= 0) & (target >= 0), right, 0.0)
     return per_token(batch.slots, action_advantage, guide_advantage), returns
 
 
 # --- GRPO: the update, several clipped minibatch passes over one iteration's rollouts ---
-
 def grpo_update(policy, optimizer, rollouts: Rollouts, token_advantages, reference_logprobs,
-                kl_weights, cfg: Config, generator, reference_guides=None) -> dict:
-    """cfg.update_epochs passes of cfg.minibatches minibatches, each: the log-probs of what was
-    written (token_logprobs), the clipped loss (grpo_loss), one clipped gradient step. The
-    first minibatch sees the exact rollout policy (ratio 1), later ones a moved one, so the
-    clip acts. reference_guides (N, L, 3): the prior's guide distributions at temperature 1,
-    for --kl-guide-exact. Returns grpo_loss's statistics, averaged over the minibatches."""
+                kl_weights, cfg: Config, generator) -> dict:
+    """cfg.update_epochs passes of cfg.minibatches minibatches, each one clipped gradient step
+    on grpo_loss; after the first the policy has moved, so the clip acts. Returns the mean
+    statistics."""
     stats = []
     for _ in range(cfg.update_epochs):
         order = torch.randperm(len(rollouts.tokens), generator=generator, device=generator.device)
         for batch in order.chunk(cfg.minibatches):
             batch = batch.to(rollouts.tokens.device)
-            slots = rollouts.slots[batch]
-            new_logprobs = token_logprobs(policy, rollouts.tokens[batch], slots, cfg.temperature,
-                                          cfg.guide_temperature, reference_guides is not None)
-            if reference_guides is not None:
-                new_logprobs, new_guides = new_logprobs
-            reference = None if reference_logprobs is None else reference_logprobs[batch]
-            weights = None if kl_weights is None else kl_weights[batch]
-
-            def loss_over(written):  # the loss, its mean over the tokens `written` marks
-                return grpo_loss(new_logprobs, rollouts.logprobs[batch], token_advantages[batch],
-                                 written, cfg.clip, reference, weights)
-            loss, batch_stats = loss_over(slots)
-            if cfg.token_mean == "per_slot":  # control: the guides' mean and the actions', added
-                loss = sum(loss_over(torch.where(slots == slot, slot, SLOT_CONTEXT))[0]
-                           for slot in (SLOT_GUIDE, SLOT_ACTION))
-            if reference_guides is not None:  # in the same mean over the written tokens
-                kl = exact_guide_kl(new_guides, reference_guides[batch])           # (n, L)
-                loss = loss + cfg.kl_guide * kl.sum() / (slots != SLOT_CONTEXT).sum().clamp(min=1)
-                batch_stats["kl_guide_exact"] = kl.sum().item() / max(
-                    (slots == SLOT_GUIDE).sum().item(), 1)
+            new_logprobs = token_logprobs(policy, rollouts.tokens[batch], rollouts.slots[batch],
+                                          cfg.temperature, cfg.guide_temperature)
+            loss, batch_stats = grpo_loss(
+                new_logprobs, rollouts.logprobs[batch], token_advantages[batch],
+                rollouts.slots[batch], cfg.clip,
+                None if reference_logprobs is None else reference_logprobs[batch],
+                None if kl_weights is None else kl_weights[batch])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
             if not torch.isfinite(norm):  # one step would turn every weight to NaN: stop here
-                raise FloatingPointError(
-                    f"the GRPO gradient is not finite (loss {loss.item():.3g}, seed {cfg.seed}, "
-                    f"variant {cfg.variant}); the policy was not updated with it. Lower --lr, "
-                    f"or raise --guide-temperature")
+                raise FloatingPointError(f"the GRPO gradient is not finite (loss {loss.item():.3g},"
+                                         f" seed {cfg.seed}); the policy was not updated with it."
+                                         f" Lower --lr, or raise --guide-temperature")
             optimizer.step()
             stats.append(batch_stats)
     return {key: sum(s[key] for s in stats) / len(stats) for key in stats[0]}
 
 
 # --- Evaluation: success, efficiency, and how right the guide is ---
-
 def revisit_moves(cells: torch.Tensor) -> torch.Tensor:
-    """(N, T) cells -> (N, T) bool: the move z_t judges (from o_{t-1}'s cell to o_t's) went
-    back onto a cell of the episode's before it (a loop; a bump is no move). The last move of
-    an episode is never judged, so never counted."""
+    """(N, T) cells -> (N, T) bool: the move z_t judges went back onto a cell the episode had
+    left (a loop; a bump is no move)."""
     earlier = torch.ones(cells.shape[1], cells.shape[1], device=cells.device).tril(-2).bool()
     seen = ((cells[:, :, None] == cells[:, None, :]) & earlier).any(-1)         # (N, T)
     moved = F.pad(cells[:, 1:] != cells[:, :-1], (1, 0))
@@ -936,18 +753,11 @@ def episode_metrics(rollouts: Rollouts) -> dict:
     # without the bumps, which greedy play makes a few times in 500 mazes: too few to estimate
     moved = [recall[g] for g in ("positive", "negative") if g in recall]
     metrics["guide_progress_accuracy"] = sum(moved) / len(moved) if moved else None
-    if rollouts.guide_probs is not None:  # the probability of the true word sees what the top
-        # word hides: a wrong word that fell from 0.999 to 0.6 scores the same argmax accuracy
-        true_prob = rollouts.guide_probs[judged].gather(-1, truth[:, None]).squeeze(-1)  # (J,)
-        by_truth = [true_prob[truth == GUIDES.index(g)].mean().item()
-                    for g in ("positive", "negative") if g in recall]
-        metrics["guide_true_prob_progress"] = sum(by_truth) / len(by_truth) if by_truth else None
     return metrics
 
 
 def rollout_log(batch: Rollouts, returns, cfg: Config) -> dict:
-    """The training rollouts' figures for the log line: episode_metrics, the returns, and the
-    groups that carry no signal (zero variance: all their rollouts' advantages are 0)."""
+    """The log line's training figures, with the share of groups that carry no signal."""
     grouped = (-1, cfg.group_size)
     guide_rewards = step_rewards(batch.guides, batch.truths)  # g(z_t), logged whatever R used
     return {**episode_metrics(batch), "env_return": batch.env_return.mean().item(),
@@ -959,18 +769,13 @@ def rollout_log(batch: Rollouts, returns, cfg: Config) -> dict:
 
 
 def concat_rollouts(parts) -> Rollouts:
-    """Stack batches of rollouts, right-padding the token streams with 0: <pad>, SLOT_CONTEXT
-    and log-prob 0 alike, so the padding is never trained or scored."""
-    width = max(p.tokens.shape[1] for p in parts)
-    merged = {}
+    """Batches of rollouts as one, their streams right-padded with 0 (<pad>, context, 0)."""
+    width, merged = max(p.tokens.shape[1] for p in parts), {}
     for f in dataclasses.fields(Rollouts):
         tensors = [getattr(p, f.name) for p in parts]
-        if tensors[0] is None:  # not recorded (the free-text path's guide_probs)
-            merged[f.name] = None
-            continue
         if f.name in ("tokens", "slots", "logprobs"):
             tensors = [F.pad(t, (0, width - t.shape[1])) for t in tensors]
-        merged[f.name] = torch.cat(tensors)
+        merged[f.name] = None if tensors[0] is None else torch.cat(tensors)  # None: unrecorded
     return Rollouts(**merged)
 
 
@@ -1005,7 +810,6 @@ def format_metrics(metrics: dict) -> str:
 
 
 # --- Training: the GRPO loop with Self-Guide ---
-
 @dataclass
 class TrainState:
     """What a run carries from one iteration to the next, besides the policy's weights."""
@@ -1015,7 +819,7 @@ class TrainState:
     shuffler: torch.Generator       # orders the minibatches
     iteration: int = 0              # iterations done
     records: list = field(default_factory=list)  # one per iteration: the log's lines
-    values: dict = field(default_factory=dict)   # hindsight's V: {(maze, cell): [sum, visits]}
+    carry: dict = field(default_factory=dict)    # what an experiment's Config.advantages keeps
 
 
 def new_train_state(policy, cfg: Config) -> TrainState:
@@ -1026,11 +830,9 @@ def new_train_state(policy, cfg: Config) -> TrainState:
 
 
 def grpo_iteration(policy, reference, cfg: Config, state: TrainState, hook=None) -> dict:
-    """One GRPO iteration, its steps in order; its log line goes to state.records and is
-    returned. `reference` is the frozen prior, the KL's reference. hook(record, rollouts,
-    token_advantages, targets, held_out), if given, may add to the log line what an
-    experiment derives from what happened (experiments/instruments.py); held_out is the
-    held-out evaluation's rollouts, or None."""
+    """One GRPO iteration, its steps in order; returns its log line (and keeps it). reference:
+    the frozen prior. hook(record, rollouts, token_advantages, state, held_out or None), if
+    given, adds what an experiment derives (experiments/probe.py's observer)."""
     iteration = state.iteration + 1
     trust = trust_at(cfg, iteration)                                            # lambda(u)
     # 1. rollouts: G episodes of each sampled task; at every step a guide, then an action
@@ -1038,26 +840,18 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState, hook=None)
     policy.eval()
     batch = rollout(policy, [s for s in task_seeds for _ in range(cfg.group_size)],
                     cfg.guided, cfg, state.sampler)
-    # 2. r_t = g(z_t), the returns, and each written token's advantage
-    targets = (hindsight_targets(batch, state.values)
-               if cfg.guide_advantage in ("hindsight", "placebo")
-               or cfg.internal_reward == "hindsight" else None)  # (N, T)
-    token_advantages, returns = iteration_advantages(batch, cfg, trust, iteration,
-                                                     targets)                   # (N, L), (N,)
+    # 2. r_t = g(z_t), the returns, and each written token's advantage (iteration_advantages)
+    token_advantages, returns = cfg.advantages(batch, trust, iteration, state)  # (N, L), (N,)
     # 3. the reference's log-probs of what was written, for the KL to the prior
-    reference_logprobs = kl_weights = reference_guides = None
+    reference_logprobs = kl_weights = None
     if cfg.kl_guide > 0 or cfg.kl_action > 0:
         with torch.no_grad():
             reference_logprobs = token_logprobs(reference, batch.tokens, batch.slots,
-                                                cfg.temperature, cfg.guide_temperature,
-                                                cfg.kl_guide_exact)                 # (N, L)
-        if cfg.kl_guide_exact:  # the guides' KL is exact_guide_kl's, not k3's
-            reference_logprobs, reference_guides = reference_logprobs
-        kl_weights = torch.where(batch.slots == SLOT_GUIDE,
-                                 0.0 if cfg.kl_guide_exact else cfg.kl_guide, cfg.kl_action)
+                                                cfg.temperature, cfg.guide_temperature)  # (N, L)
+        kl_weights = torch.where(batch.slots == SLOT_GUIDE, cfg.kl_guide, cfg.kl_action)
     # 4. the update: clipped minibatch passes over the rollouts
     update = grpo_update(policy, state.optimizer, batch, token_advantages, reference_logprobs,
-                         kl_weights, cfg, state.shuffler, reference_guides)
+                         kl_weights, cfg, state.shuffler)
     # 5. the log line, and every --eval-every iterations (and at the last) a held-out evaluation
     record = {"iteration": iteration, "trust": trust, **rollout_log(batch, returns, cfg), **update}
     held_out = None
@@ -1067,15 +861,14 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState, hook=None)
         tqdm.write(f"{cfg.variant} seed {cfg.seed} iter {iteration:4d}  lambda {trust:.2f}  "
                    f"held-out {format_metrics(record['eval'])}")
     if hook is not None:
-        hook(record, batch, token_advantages, targets, held_out)
+        hook(record, batch, token_advantages, state, held_out)
     state.records.append(record)
     state.iteration = iteration
     return record
 
 
 def train(policy, reference, cfg: Config, log_file=None) -> list[dict]:
-    """GRPO for cfg.iterations iterations from the policy as it is, against the frozen
-    reference (the prior); a JSON line per iteration to log_file. Returns the records."""
+    """cfg.iterations GRPO iterations, a JSON line each to log_file. Returns the records."""
     state = new_train_state(policy, cfg)
     bar = tqdm(range(cfg.iterations), desc=f"GRPO {cfg.variant} seed {cfg.seed}", leave=False)
     for _ in bar:
@@ -1088,8 +881,7 @@ def train(policy, reference, cfg: Config, log_file=None) -> list[dict]:
 
 
 def final_metrics(records: list, count: int) -> dict:
-    """The final score of a run: each held-out metric averaged over its last `count`
-    evaluations (fewer if the run had fewer), to cut the noise of a single evaluation."""
+    """A run's final score: each held-out metric's mean over its last `count` evaluations."""
     evaluations = [r["eval"] for r in records if "eval" in r][-count:]
     final = {}
     for key in evaluations[-1]:
@@ -1099,97 +891,69 @@ def final_metrics(records: list, count: int) -> dict:
 
 
 # ==========================================================================================
-# The method ends here. Below: what one run needs around it (the settings' checks, the device,
-# files that survive a kill, the prior's cache, --show, main). The experiment harness that
-# measures the method is experiments/; it imports this file.
+# The method ends here. Below: what one run needs around it. The experiments that measure
+# the method, and the report's variants, are experiments/; it imports this file.
 # ==========================================================================================
 
 # --- Settings: checked before any work; the command line generated from Config ---
+PAPER_FAITHFUL = {"kl_guide": 0.0, "internal_return": "sum", "guide_advantage": "composite",
+                  "credit": "trajectory", "guide_temperature": 1.0}
+
 
 def flag(name: str) -> str:
-    """The command-line flag of a setting, without its dashes: group_size -> group-size."""
-    return name.replace("_", "-")
-
-
-PAPER_FAITHFUL = {"kl_guide": 0.0, "internal_return": "sum", "guide_advantage": "composite",
-                  "credit": "trajectory", "token_mean": "all", "guide_temperature": 1.0}
+    return name.replace("_", "-")  # group_size -> group-size
 
 
 def check_config(cfg: Config):
-    """One clear line (a ValueError) for every setting that cannot run, before any work.
-    Config calls it when it is made."""
+    """A ValueError, one clear line, for the first setting that cannot run (Config calls it)."""
     for f in dataclasses.fields(cfg):  # nan or inf would train, silently, on garbage
         if f.type == "float" and not math.isfinite(getattr(cfg, f.name)):
-            raise ValueError(f"--{flag(f.name)} must be a finite number "
-                             f"(got {getattr(cfg, f.name)})")
-    positive = ["max_steps", "n_layer", "n_embd", "n_head", "prior_episodes", "prior_epochs",
-                "prior_check", "prior_batch", "iterations", "tasks_per_iter", "update_epochs",
-                "minibatches", "eval_tasks", "eval_every", "final_evals"]
-    for name in positive:
+            raise ValueError(f"--{flag(f.name)} must be a finite number")
+    for name in ["max_steps", "n_layer", "n_embd", "n_head", "prior_episodes", "prior_epochs",
+                 "prior_batch", "iterations", "tasks_per_iter", "update_epochs", "minibatches",
+                 "eval_tasks", "eval_every", "final_evals"]:
         if getattr(cfg, name) < 1:
             raise ValueError(f"--{flag(name)} must be at least 1")
-    if cfg.group_size < 2:
-        raise ValueError("--group-size must be at least 2: a group of one rollout has no "
-                         "baseline, so every advantage would be zero")
-    if cfg.show < 0:
-        raise ValueError("--show takes a count of episodes (0 or more)")
-    if cfg.n_embd % cfg.n_head:
-        raise ValueError(f"--n-embd {cfg.n_embd} must be divisible by --n-head {cfg.n_head}")
-    if not all(0 <= v <= 1 for v in (cfg.enter_at, cfg.cue_noise, cfg.prior_guide_target)):
-        raise ValueError("--enter-at, --cue-noise and --prior-guide-target are in [0, 1]")
-    if cfg.cue_misjudge != "none" and not (cfg.cue or cfg.dist):
-        raise ValueError("--cue-misjudge changes the demonstrator reading the cue or the "
-                         "distance: add --cue or --dist")
-    if cfg.stale_door and (cfg.cue or cfg.dist):
-        raise ValueError("--stale-door's demonstrator judges by its stale map, not by a cue or "
-                         "a distance: add --no-cue")
-    if cfg.cue and cfg.dist:
-        raise ValueError("--dist shows the distance in place of the cue (on by default): "
-                         "add --no-cue")
-    if min(cfg.temperature, cfg.guide_temperature, cfg.clip, cfg.lr, cfg.prior_lr,
-           cfg.max_grad_norm) <= 0:
-        raise ValueError("--temperature, --guide-temperature, --clip, --lr, --prior-lr and "
-                         "--max-grad-norm must be positive")
-    if min(cfg.kl_guide, cfg.kl_action) < 0:
-        raise ValueError("KL weights must not be negative")
-    if cfg.kl_guide_exact and cfg.token_mean != "all":
-        raise ValueError("--kl-guide-exact adds its KL to the one mean over the written tokens: "
-                         "use --token-mean all")
-    if cfg.minibatches > cfg.tasks_per_iter * cfg.group_size:
-        raise ValueError("--minibatches cannot exceed the rollouts per iteration")
-    if cfg.internal_reward != "guide" and cfg.variant == "sg":
-        raise ValueError("--variant sg never pays an internal reward (lambda = 0); use sg_gr "
-                         "for the oracle, random and hindsight controls (or grpo for the "
-                         "oracle and hindsight)")
-    if cfg.internal_reward == "random" and not cfg.guided:
-        raise ValueError("--internal-reward random draws with the shares of the policy's "
-                         "own guides, so it needs a guide slot (--variant sg_gr)")
     first = PRIOR_SEED_BASE + cfg.seed * 10**6  # the demonstrations' first task seed
-    for mazes, base, count in [("held-out", EVAL_SEED_BASE, cfg.eval_tasks),
-                               ("calibration", CALIBRATION_SEED_BASE, 200)]:
-        if first < base + count and base < first + cfg.prior_episodes:
-            raise ValueError(f"--seed {cfg.seed} would clone its prior on the {mazes} mazes "
-                             f"(its demonstrations are tasks {first} on); choose another seed")
-    make_env(cfg)  # the environment's own checks, with its own messages
+    positive = (cfg.temperature, cfg.guide_temperature, cfg.clip, cfg.lr, cfg.prior_lr,
+                cfg.max_grad_norm)
+    for wrong, message in [
+            (cfg.group_size < 2, "--group-size must be at least 2: a group of one rollout has no "
+                                 "baseline, so every advantage would be zero"),
+            (cfg.show < 0, "--show takes a count of episodes (0 or more)"),
+            (cfg.n_embd % cfg.n_head, f"--n-embd must be divisible by --n-head ({cfg.n_head})"),
+            (not 0 <= cfg.enter_at <= 1 or not 0 <= cfg.cue_noise <= 1,
+             "--enter-at and --cue-noise are in [0, 1]"),
+            (min(positive) <= 0, "--temperature, --guide-temperature, --clip, --lr, --prior-lr "
+                                 "and --max-grad-norm must be positive"),
+            (min(cfg.kl_guide, cfg.kl_action) < 0, "KL weights must not be negative"),
+            (cfg.minibatches > cfg.tasks_per_iter * cfg.group_size,
+             "--minibatches cannot exceed the rollouts per iteration"),
+            (cfg.internal_reward != "guide" and cfg.variant == "sg", "--variant sg pays no "
+             "internal reward (lambda = 0): use sg_gr for a control (or grpo for the oracle)"),
+            (cfg.internal_reward == "random" and not cfg.guided, "--internal-reward random draws "
+             "with the shares of the policy's guides: it needs a guide slot (--variant sg_gr)"),
+            (first < EVAL_SEED_BASE + cfg.eval_tasks and EVAL_SEED_BASE < first + cfg.prior_episodes,
+             f"--seed {cfg.seed} would clone its prior on the held-out mazes: choose another")]:
+        if wrong:
+            raise ValueError(message)
+    cfg.make_env()  # the environment's own checks, with its own messages
 
 
 def add_settings(parser, settings):
-    """A --flag for every field of the dataclass `settings`, its help from the field; with
-    Config, also --paper-faithful, a preset rather than a setting (parse_settings reads it)."""
+    """A --flag per field of the dataclass `settings`; with a Config, --paper-faithful too."""
     for f in dataclasses.fields(settings):
         kind = ({"action": argparse.BooleanOptionalAction} if isinstance(f.default, bool)
                 else {"type": type(f.default), "choices": f.metadata["choices"]})
         parser.add_argument("--" + flag(f.name), default=f.default, help=f.metadata["help"], **kind)
-    if settings is Config:
-        parser.add_argument("--paper-faithful", action="store_true",
-                            help="the paper's objective and sampling, departures 2, 5 and 7 "
-                                 "taken back: " + ", ".join(f"--{flag(k)} {v}"
-                                                            for k, v in PAPER_FAITHFUL.items()))
+    if issubclass(settings, Config):
+        parser.add_argument("--paper-faithful", action="store_true", help="the paper's objective, "
+                            "departures 2, 5 and 7 taken back: " + ", ".join(
+                                f"--{flag(k)} {v}" for k, v in PAPER_FAITHFUL.items()))
 
 
 def parse_settings(parser, argv=None) -> dict:
-    """The command line's values. --paper-faithful makes PAPER_FAITHFUL's values the defaults
-    (a flag given beside it still wins); in Python, Config(**PAPER_FAITHFUL)."""
+    """The command line's values; --paper-faithful sets PAPER_FAITHFUL's (a flag still wins)."""
     values = vars(parser.parse_args(argv))
     if values.pop("paper_faithful"):
         parser.set_defaults(**PAPER_FAITHFUL)
@@ -1198,36 +962,33 @@ def parse_settings(parser, argv=None) -> dict:
     return values
 
 
-def parse_config(argv=None) -> Config:
+def parse_config(argv=None, settings=Config) -> Config:
+    """The command line as `settings` (Config, or an experiment's subclass of it)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    add_settings(parser, Config)
+    add_settings(parser, settings)
     try:
-        return Config(**parse_settings(parser, argv))
+        return settings(**parse_settings(parser, argv))
     except ValueError as error:
         parser.error(str(error))  # exits with a usage line, never a traceback
 
 
 # --- The run's environment: transformers' version, the device, the seeds ---
-
-def check_transformers(version: str):
-    """transformers before 5.24 silently ignores the cache= keyword (past_key_values there), so
-    each rollout step would see only its new tokens, and the prior would solve no maze."""
+def check_transformers(version: str):  # before 5.24, cache= is ignored: the rollout breaks
     if tuple(int(part) for part in version.split(".")[:2]) < (5, 24):
         raise SystemExit(f"error: selfguide.py needs transformers>=5.24 (found {version}); "
                          f"pip install -r requirements.txt")
 
 
 def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
+    name = ("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else name
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit(f"error: --device {name} asked for, but torch sees no CUDA device")
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise SystemExit(f"error: unknown --device {name!r}; use auto, cpu, cuda or "
-                         f"cuda:N") from None
+        raise SystemExit(f"error: unknown --device {name!r}; use auto, cpu, cuda or cuda:N") \
+            from None
     if device.type == "cuda":  # same seed, same GPU, same numbers: no atomics in the backward
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before cuBLAS starts
         torch.use_deterministic_algorithms(True)
@@ -1239,179 +1000,123 @@ def seed_everything(seed: int):
     torch.manual_seed(seed)
 
 
-# --- files that survive a kill: the cache, the run folder, checkpoints ---
-# Each file is written beside its target and renamed onto it (atomic within a folder), so a
-# kill or a full disk leaves the old file or the new one, never half of one.
-
-STALE_SECONDS = 600
-
-
+# --- Files that survive a kill: each is written beside its target, then renamed onto it ---
 def partial_path(path) -> Path:
-    """The temporary name beside `path` that this process writes to; a killed writer's
-    leftover (another process id) is removed once STALE_SECONDS old."""
-    path = Path(path)
-    for leftover in path.parent.glob(f".{path.name}.partial-*"):
-        if time.time() - leftover.stat().st_mtime > STALE_SECONDS:
-            shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() \
-                else leftover.unlink(missing_ok=True)
-    return path.with_name(f".{path.name}.partial-{os.getpid()}")
+    return Path(path).with_name(f".{Path(path).name}.partial-{os.getpid()}")
 
 
 def write_atomic(path, text: str):
-    """Write a text file that no reader ever sees half-written."""
     temporary = partial_path(path)
     temporary.write_text(text)
     os.replace(temporary, path)
 
 
-def save_policy(policy, folder, publish: bool = False) -> bool:
-    """save_pretrained into `folder`, model and tokenizer as AutoModelForCausalLM loads them,
-    written beside it first, then renamed in file by file, the weights last; or, to publish a
-    cache entry, renamed into place whole, unless another process published it first: then
-    its copy stays, and the result is False."""
-    folder = Path(folder)
-    (folder.parent if publish else folder).mkdir(parents=True, exist_ok=True)
-    temporary = partial_path(folder)
+def save_policy(policy, folder, whole: bool = False):
+    """save_pretrained (model and tokenizer) renamed in file by file, the weights last; whole
+    (a cache entry): the folder renamed into place, unless another process's copy is there."""
+    folder, temporary = Path(folder), partial_path(folder)
+    (folder.parent if whole else folder).mkdir(parents=True, exist_ok=True)
     try:
         policy.save_pretrained(temporary)
         build_tokenizer().save_pretrained(temporary)
-        if publish:
+        if whole:
             try:
-                os.rename(temporary, folder)  # fails if another process's copy is there
-                return True
-            except OSError:
+                os.rename(temporary, folder)
+            except OSError:  # another process's copy got there first: it stays
                 if not folder.exists():
                     raise
-                return False
+            return
         for file in sorted(temporary.iterdir(), key=lambda f: f.name == "model.safetensors"):
             os.replace(file, folder / file.name)
-        return True
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
 
 
-def check_saved_policy(folder, cfg: Config):
-    """Exit with one clear line if `folder` cannot hold a policy for these settings. Reads
-    only config.json, so a wrong --init-from fails in a second, before any work."""
+def load_policy(folder, cfg: Config, device):
+    """A saved policy; config.json is checked first: a wrong folder is one clear line."""
+    from transformers import AutoModelForCausalLM
     path = Path(folder)
-    if not path.is_dir():
-        raise SystemExit(f"error: {str(folder)!r} is not a folder; give a folder written by "
-                         f"selfguide.py (runs/<variant>-seed<seed>)")
     if not (path / "config.json").exists() or not (path / "model.safetensors").exists():
         raise SystemExit(f"error: {str(folder)!r} holds no saved policy (no config.json and "
                          f"model.safetensors); give a folder written by selfguide.py")
-    try:
-        saved = json.loads((path / "config.json").read_text())
-        words, positions = saved["vocab_size"], saved["n_positions"]
-    except (ValueError, KeyError):
-        raise SystemExit(f"error: {str(folder)!r}/config.json is not a GPT-2 config written by "
-                         f"selfguide.py") from None
-    if words != vocab_size(cfg):
-        raise SystemExit(f"error: {str(folder)!r} was trained with another vocabulary "
-                         f"({words} words; these settings have {vocab_size(cfg)}"
-                         f"{'' if cfg.dist else ', or was it trained with --dist?'})")
-    if positions < episode_length(cfg):
-        raise SystemExit(f"error: {str(folder)!r} holds episodes of at most {positions} tokens, "
-                         f"too few for --max-steps {cfg.max_steps}"
-                         f"{' with the cue' if cfg.cue else ''}{' with --dist' if cfg.dist else ''}"
-                         f" ({episode_length(cfg)} tokens)")
-
-
-def load_policy(folder, cfg: Config, device):
-    """A saved policy, checked against this file's vocabulary and episode length."""
-    from transformers import AutoModelForCausalLM
-    check_saved_policy(folder, cfg)
-    return AutoModelForCausalLM.from_pretrained(Path(folder)).to(device).eval()
+    saved = json.loads((path / "config.json").read_text())
+    if saved.get("vocab_size") != vocab_size(cfg) or \
+            saved.get("n_positions", 0) < episode_length(cfg):
+        raise SystemExit(f"error: {str(folder)!r} was trained for other settings "
+                         f"({saved.get('vocab_size')} words, {saved.get('n_positions')} positions;"
+                         f" these need {vocab_size(cfg)} and {episode_length(cfg)})")
+    return AutoModelForCausalLM.from_pretrained(path).to(device).eval()
 
 
 # --- The prior's cache: one Stage 0 per setting, shared by every run ---
-
-
-def calibration_accuracy(policy, cfg: Config) -> float:
-    """--prior-guide-target's check: the greedy guide's progress accuracy on its 200 mazes."""
-    batch = rollout(policy, [CALIBRATION_SEED_BASE + i for i in range(200)], True, cfg,
-                    greedy=True)
-    return episode_metrics(batch)["guide_progress_accuracy"] or 0.0
-
-
 def train_prior(cfg: Config, device):
-    """Stage 0: a new policy (seeded by cfg.seed) cloned on the demonstrations, with
-    --prior-guide-target only until a check reaches it (--prior-epochs the cap), so every seed's
-    prior is equally mature. Returns (prior, losses); prior.config.stage0 notes how it ended."""
+    """Stage 0: a new policy cloned on the demonstrations until --prior-epochs or
+    cfg.cloned_enough. Returns (prior, losses)."""
     torch.manual_seed(cfg.seed)
     policy = make_policy(cfg).to(device)
     tokens, slots = demonstration_corpus(cfg)
-    losses, reached = [], None
+    losses = []
     with tqdm(total=cfg.prior_epochs * math.ceil(len(tokens) / cfg.prior_batch),
               desc="Stage 0 cloning", leave=False) as bar:
         for loss in clone_demonstrator(policy, tokens, slots, cfg, device):
             losses.append(loss)
             bar.update()
             bar.set_postfix(loss=f"{loss:.3f}")
-            if cfg.prior_guide_target and len(losses) % cfg.prior_check == 0:
-                reached = calibration_accuracy(policy, cfg)
-                if reached >= cfg.prior_guide_target:
-                    break
-    policy.config.stage0 = {"updates": len(losses), "calibration_accuracy": reached}
+            if cfg.cloned_enough(policy, len(losses)):
+                break
+    policy.config.stage0 = {"updates": len(losses)}
     return policy.eval(), losses
 
 
 def prior_key(cfg: Config) -> str:
-    """The settings a prior depends on; a change to any of them trains a new one."""
+    """The settings a prior depends on: the method's, and a subclass's own where they leave
+    their defaults (an experiment's world and prior)."""
     names = ["size", "wall_prob", "min_distance", "max_steps", "cue", "cue_noise", "n_layer",
              "n_embd", "n_head", "prior_episodes", "prior_epochs", "prior_batch", "prior_lr",
              "seed"]
-    # the experiments' settings enter the key only when set: the default's key never moves
-    names += [n for n in ("cue_misjudge", "dist", "house", "stale_door")
-              if getattr(cfg, n) not in ("none", False)]
-    names += ["prior_guide_target", "prior_check"] if cfg.prior_guide_target else []
+    method = {f.name for f in dataclasses.fields(Config)}
+    names += [f.name for f in dataclasses.fields(cfg)
+              if f.name not in method and getattr(cfg, f.name) != f.default]
     text = json.dumps({"words": vocab_size(cfg), **{n: getattr(cfg, n) for n in names}},
                       sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def load_or_train_prior(cfg: Config, device):
-    """The Stage 0 prior for these settings, from the cache if there; an entry that cannot be
-    loaded is named in one line and cloned again; two processes cloning it share one copy."""
+    """The Stage 0 prior, from the cache if there (an entry that cannot be loaded is named in
+    one line and cloned again)."""
     folder = Path(cfg.prior_cache) / f"prior-{prior_key(cfg)}"
     if folder.exists():
         try:
             return load_policy(folder, cfg, device)
-        except (Exception, SystemExit) as error:  # SystemExit: check_saved_policy's verdict
+        except (Exception, SystemExit) as error:  # SystemExit: load_policy's verdict
             reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
             tqdm.write(f"warning: the cached prior {folder} cannot be loaded ({reason}); "
                        f"cloning it again", file=sys.stderr)
             shutil.rmtree(folder, ignore_errors=True)
     start = time.perf_counter()
     policy, losses = train_prior(cfg, device)
-    reached = policy.config.stage0["calibration_accuracy"]
-    reached = "" if reached is None else f", calibration guide progress accuracy {reached:.3f}"
     tqdm.write(f"Stage 0 prior: {cfg.prior_episodes} demonstrations, cloned (both formats) in "
                f"{time.perf_counter() - start:.0f} s, {len(losses)} updates, final loss "
-               f"{losses[-1]:.3f}{reached} -> {folder}")
-    if not save_policy(policy, folder, publish=True):  # another process cloned it first:
-        return load_policy(folder, cfg, device)  # use its copy, so every run shares one prior
+               f"{losses[-1]:.3f} -> {folder}")
+    save_policy(policy, folder, whole=True)
     return policy
 
 
-# --- watching an episode (--show) ---
-
+# --- One run: train (or --eval-only), the summary table, --show ---
 def show_episodes(policy, cfg: Config, count: int, guided: bool) -> str:
-    """The first `count` held-out episodes (greedy, as evaluated) in 80 columns: per step the
-    observation, the guide, what the move it judges truly did (and whether the guide was
-    right), the action; then the maze with the path walked, and the outcome."""
+    """The first `count` held-out episodes (greedy) in 80 columns: each step's guide against
+    what the move truly did, the path on the map, the outcome (toy_env.episode_text)."""
     seeds = [EVAL_SEED_BASE + i for i in range(count)]
     batch, texts = rollout(policy, seeds, guided, cfg, greedy=True), []
     for i, seed in enumerate(seeds):
         written = zip(batch.tokens[i].tolist(), batch.slots[i].tolist())
         moves = [WORDS[token] for token, slot in written if slot == SLOT_ACTION]
         guides = [GUIDES[g] if g >= 0 else None for g in batch.guides[i].tolist()]
-        texts.append(toy_env.episode_text(make_env(cfg), seed, guides, moves,
+        texts.append(toy_env.episode_text(cfg.make_env(), seed, guides, moves,
                                           f"held-out maze {i} (task {seed})"))
     return "\n\n".join(texts)
 
-
-# --- one run: train or --eval-only, the summary table ---
 
 def summary_table(rows) -> str:
     """rows: [(name, metrics)] -> a Markdown table."""
@@ -1425,33 +1130,15 @@ def summary_table(rows) -> str:
     return "\n".join(lines)
 
 
-def run_folder(cfg: Config) -> Path:
-    return Path(cfg.out or f"runs/{cfg.variant}-seed{cfg.seed}")
-
-
 def checked_folder(path, option: str):
-    """Create `path` if needed and check a file can be written there; else one clear line."""
-    folder = Path(path)
-    if folder.exists() and not folder.is_dir():
-        raise SystemExit(f"error: {option} {str(path)!r} exists and is not a folder")
+    """Create `path` and check a file can be written there; else one clear line."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".selfguide-write-test-{os.getpid()}"  # one per process
-        probe.touch()
-        probe.unlink()
+        Path(path).mkdir(parents=True, exist_ok=True)
+        (Path(path) / f".selfguide-write-test-{os.getpid()}").touch()
+        (Path(path) / f".selfguide-write-test-{os.getpid()}").unlink()
     except OSError as error:
         raise SystemExit(f"error: {option} {str(path)!r} cannot be written "
                          f"({error.strerror or error})") from None
-
-
-def check_paths(cfg: Config):
-    """Every path this command needs, checked before any work: a wrong one fails in a second."""
-    if cfg.init_from:
-        check_saved_policy(cfg.init_from, cfg)
-    if not (cfg.eval_only and cfg.init_from):  # everything else needs the prior
-        checked_folder(cfg.prior_cache, "--prior-cache")
-    if not cfg.eval_only:
-        checked_folder(run_folder(cfg), "--out")
 
 
 def run_eval_only(cfg: Config, device):
@@ -1467,18 +1154,17 @@ def run_eval_only(cfg: Config, device):
     return rows
 
 
-def run_training(cfg: Config, device):
+def run_training(cfg: Config, device, out: Path):
     """The prior, the chosen variant trained from it, and the summary table."""
     clock = [time.perf_counter()]  # Stage 0, the prior's evaluations, training
     prior = load_or_train_prior(cfg, device)
     policy = load_policy(cfg.init_from, cfg, device) if cfg.init_from else copy.deepcopy(prior)
     clock.append(time.perf_counter())
-    before = [("prior, no guide (ReAct)", evaluate(prior, cfg, guided=False)),
-              ("prior, guide (ReAct w/ SG)", evaluate(prior, cfg, guided=True))]
+    rows = [("prior, no guide (ReAct)", evaluate(prior, cfg, guided=False)),
+            ("prior, guide (ReAct w/ SG)", evaluate(prior, cfg, guided=True))]
     clock.append(time.perf_counter())
-    for name, metrics in before:
+    for name, metrics in rows:
         tqdm.write(f"{name}: {format_metrics(metrics)}")
-    out = run_folder(cfg)
     write_atomic(out / "selfguide_config.json", json.dumps(dataclasses.asdict(cfg), indent=2))
     with open(out / "log.jsonl", "w") as log_file:  # a line per iteration, flushed as it comes
         try:
@@ -1489,16 +1175,14 @@ def run_training(cfg: Config, device):
             print(f"\nstopped by Ctrl-C or SIGTERM; the policy trained so far is saved in {out}")
             return None
     save_policy(policy, out)
-    rows = before + [(f"trained ({cfg.variant}), final policy", records[-1]["eval"]),
-                     (f"trained ({cfg.variant}), mean of the last {cfg.final_evals} evaluations",
-                      final_metrics(records, cfg.final_evals))]
-    table = summary_table(rows)
-    write_atomic(out / "summary.md", table + "\n")
+    rows += [(f"trained ({cfg.variant}), final policy", records[-1]["eval"]),
+             (f"trained ({cfg.variant}), mean of the last {cfg.final_evals} evaluations",
+              final_metrics(records, cfg.final_evals))]
+    write_atomic(out / "summary.md", summary_table(rows) + "\n")
     stage0, prompting, training = (b - a for a, b in zip(clock, clock[1:]))
-    print(f"\n{table}\n\ngreedy, {cfg.eval_tasks} held-out tasks; policy, config and "
-          f"log.jsonl in {out}\ntime: Stage 0 {stage0:.0f} s, the prior's evaluations "
-          f"{prompting:.0f} s, GRPO {training:.0f} s (with its held-out evaluations; "
-          f"experiments/benchmark.py breaks an iteration down)")
+    print(f"\n{summary_table(rows)}\n\ngreedy, {cfg.eval_tasks} held-out tasks; policy, config "
+          f"and log.jsonl in {out}\ntime: Stage 0 {stage0:.0f} s, the prior's evaluations "
+          f"{prompting:.0f} s, GRPO {training:.0f} s (with its held-out evaluations)")
     if cfg.show:
         print("\n" + show_episodes(policy, cfg, cfg.show, cfg.guided))
     return rows
@@ -1509,17 +1193,22 @@ def stop_like_ctrl_c(signum, frame):
     raise KeyboardInterrupt
 
 
-def main(argv=None):
-    cfg = parse_config(argv)
+def main(argv=None, settings=Config):
+    cfg = parse_config(argv, settings)
     check_transformers(transformers.__version__)
-    device = pick_device(cfg.device)
-    check_paths(cfg)
+    device, out = pick_device(cfg.device), Path(cfg.out or f"runs/{cfg.variant}-seed{cfg.seed}")
+    if cfg.init_from:  # every path is checked before any work: a wrong one fails in a second
+        load_policy(cfg.init_from, cfg, "cpu")
+    if not (cfg.eval_only and cfg.init_from):
+        checked_folder(cfg.prior_cache, "--prior-cache")
+    if not cfg.eval_only:
+        checked_folder(out, "--out")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     previous_handler = signal.signal(signal.SIGTERM, stop_like_ctrl_c)
     try:
         seed_everything(cfg.seed)
-        return run_eval_only(cfg, device) if cfg.eval_only else run_training(cfg, device)
+        return run_eval_only(cfg, device) if cfg.eval_only else run_training(cfg, device, out)
     except KeyboardInterrupt:  # before any training (Stage 0, an evaluation): nothing to save
         print("\nstopped by Ctrl-C or SIGTERM before anything was trained; nothing to save")
         return None

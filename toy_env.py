@@ -95,6 +95,8 @@ actions are separate (`GUIDES`, `ACTIONS`) because the agent writes them rather 
 DIST_VOCAB: tuple[str, ...] = tuple(f"dist:{k}" for k in range(MAX_SIZE * MAX_SIZE))
 """The distance words (dist=True): no maze path is longer than its cells. Kept apart from
 VOCAB so that the vocabulary of every other setting stays as it was."""
+OBSERVATION_VOCAB = VOCAB + DIST_VOCAB
+"""Every word an observation can hold; a maze shows the first `GridWorld.words` of them."""
 
 
 def observation_words(cue: bool, dist: bool = False) -> int:
@@ -316,6 +318,16 @@ class GridWorld:
         self._done = terminated or truncated
         info = self._info(progress=progress, bumped=bumped, revisited=revisited, stale=stale)
         return self._observe(), float(terminated), terminated, truncated, info
+
+    @property
+    def words(self) -> int:
+        """How many words of OBSERVATION_VOCAB this maze can show (dist:K's only with dist)."""
+        return len(VOCAB) + (len(DIST_VOCAB) if self.dist else 0)
+
+    @property
+    def observation_length(self) -> int:
+        """Words per observation."""
+        return observation_words(self.cue, self.dist)
 
     @property
     def believed(self) -> dict:

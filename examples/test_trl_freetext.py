@@ -165,7 +165,7 @@ def test_a_move_into_a_wall_is_said_so_in_the_next_turn_with_example(monkeypatch
     script = [["Assessment: positive\nMove: south", "Assessment: positive\nMove: south",
                "Assessment: neutral\nMove: east"]]
     cfg = tiny_config(max_steps=4, cue=True)
-    env = sg.make_env(cfg)
+    env = cfg.make_env()
     env.reset(seed=3)
     expected = []
     for move in ("south", "south", "east"):
@@ -189,7 +189,7 @@ def test_a_runs_evaluation_plays_the_mazes_asked_for_greedy_in_batches(monkeypat
         return fake_episodes(freetext, len(seeds), guided)
     monkeypatch.setattr(freetext, "play", fake_play)
     cfg = tiny_config(eval_tasks=5)
-    for mazes, first in [("tuning", sg.CALIBRATION_SEED_BASE), ("held-out", sg.EVAL_SEED_BASE)]:
+    for mazes, first in [("tuning", freetext.MAZES["tuning"]), ("held-out", sg.EVAL_SEED_BASE)]:
         played.clear()
         metrics = freetext.evaluate(None, None, cfg, freetext.FreeText(mazes=mazes, eval_batch=2),
                                     True)
@@ -326,7 +326,7 @@ def test_the_mask_covers_exactly_the_tokens_the_model_wrote(monkeypatch):
         assert written == reply * 3  # three turns, each reply with its end of turn, nothing else
         # what it did not write: the environment's three turns, template headers included,
         # each the observation an environment of our own shows after the moves replied
-        env = sg.make_env(cfg)
+        env = cfg.make_env()
         observation, info = env.reset(seed=7)
         shown, truths, cells = [observation], [-1], [info["position"]]
         for _ in range(2):
@@ -631,7 +631,7 @@ def test_one_iteration_with_a_llama_style_model_trains_and_logs_the_failures(
                                       "--internal-reward", "oracle", "--out", str(out),
                                       "--freetext-cache", str(tmp_path / "cache"),
                                       "--mazes", "tuning"])
-    assert set(evaluated) == {sg.CALIBRATION_SEED_BASE + i for i in range(8)}
+    assert set(evaluated) == {freetext.MAZES["tuning"] + i for i in range(8)}
     assert re.search(r"iter    1  lambda [0-9.]+  tuning success", capsys.readouterr().out)
     assert rows[-1][0].startswith("trained on TRL, free text (sg_gr)")
     record = json.loads((out / "log.jsonl").read_text())

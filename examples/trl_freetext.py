@@ -78,7 +78,7 @@ setting = sg.setting
 
 
 MAZES = {"held-out": sg.EVAL_SEED_BASE,  # selfguide's held-out tasks, never trained on
-         "tuning": sg.CALIBRATION_SEED_BASE}  # its calibration mazes: to choose settings on
+         "tuning": 2 * 10**9}  # mazes no run trains or reports on: to choose settings on
 
 
 def maze_seeds(mazes: str, count: int) -> list:
@@ -329,12 +329,11 @@ def demonstrations(cfg: sg.Config, first: int = 0, count: int | None = None,
     `count` from the `first`-th), each in both formats: [(guided, [(observation, reply),
     ...])], the judgements as phrases drawn per step, the observations as play shows them
     (with --example, a wall's note after a move into it)."""
-    env, episodes = sg.make_env(cfg), []
+    env, episodes = cfg.make_env(), []
     phrases = random.Random(f"phrases-{cfg.seed}" + (f"-{first}" if first else ""))
     count = cfg.prior_episodes if count is None else count
     for i in tqdm(range(first, first + count), desc="demonstrations", leave=False):
-        steps, infos = toy_env.demonstrate(env, seed=sg.PRIOR_SEED_BASE + cfg.seed * 10**6 + i,
-                                           cue_noise=cfg.cue_noise, cue_misjudge=cfg.cue_misjudge)
+        steps, infos = cfg.demonstrate(env, sg.PRIOR_SEED_BASE + cfg.seed * 10**6 + i)
         shown = [o if t == 0 else wall_note(o, steps[t - 1][2], infos[t - 1]["bumped"], example)
                  for t, (o, _, _) in enumerate(steps)]
         episodes += [(guided, [(o, reply_text(g, a, guided, phrases))
@@ -667,7 +666,7 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
     """One episode per task seed, all in one batch: per step the environment's turn, then a
     reply generated for every running episode, read, and stepped."""
     n, horizon = len(task_seeds), cfg.max_steps
-    envs = [sg.make_env(cfg) for _ in task_seeds]
+    envs = [cfg.make_env() for _ in task_seeds]
     resets = [env.reset(seed=s) for env, s in zip(envs, task_seeds)]
     observations = [observation for observation, _ in resets]
     prompt = prompt_ids(tokenizer, guided, ft.example, cfg.cue)
@@ -934,8 +933,6 @@ def grpo_config(cfg: sg.Config, ft: FreeText, out: Path, device, positions: int)
 # --- The command line, and one run ---
 
 SHORT_NAMES = {"smollm2": (smollm2.FOLDER, f"{smollm2.INSTALL} && python examples/smollm2.py")}
-REFUSED = {"prior_guide_target": "the free-text prior clones for --prior-epochs",
-           "cue_misjudge": "the free-text demonstrator is selfguide's default one"}
 
 
 def parse_config(argv=None, own=None, description: str = __doc__.split("\n\n")[0]):
@@ -967,9 +964,6 @@ def parse_config(argv=None, own=None, description: str = __doc__.split("\n\n")[0
             cfg.guide_temperature != cfg.temperature:
         parser.error("TRL scores every token at one temperature: a free-text reply is sampled "
                      "at --temperature, its assessment too (no --guide-temperature)")
-    for name, instead in REFUSED.items():
-        if getattr(cfg, name) not in (0.0, "none"):
-            parser.error(f"--{sg.flag(name)} is not run by the free-text path; {instead}")
     try:
         cfg = bridge.check_config(cfg)
     except SystemExit as refusal:

@@ -55,7 +55,7 @@ A batch that P and --minibatches do not divide is refused in one line before any
 
 Settings TRL cannot express are refused in one line: a KL on the guide tokens only (`beta`
 weighs every generated token, so --kl-action is set to --kl-guide: the default run matches
-`python selfguide.py --kl-action 0.1`) and per-slot token means (--token-mean per_slot).
+`python selfguide.py --kl-action 0.1`).
 """
 from __future__ import annotations
 
@@ -114,14 +114,6 @@ def check_config(cfg: sg.Config) -> sg.Config:
         if getattr(cfg, name) not in (False, ""):
             raise SystemExit(f"error: --{name.replace('_', '-')} is not run by the TRL bridge; "
                              f"{instead}")
-    if cfg.guide_advantage in ("hindsight", "placebo"):  # both read TrainState, which TRL lacks
-        raise SystemExit(f"error: --guide-advantage {cfg.guide_advantage} is not run by the TRL "
-                         f"bridge; run it with python selfguide.py")
-    if cfg.kl_guide_exact:
-        raise SystemExit("error: --kl-guide-exact is not run by the TRL bridge; its KL is TRL's "
-                         "beta on every sampled token")
-    if cfg.token_mean != "all":
-        raise SystemExit("error: TRL's loss takes one token mean over the batch (--token-mean all)")
     if cfg.kl_action not in (0.0, cfg.kl_guide):
         raise SystemExit(f"error: TRL's beta weighs every generated token alike, so the KL of "
                          f"the guide and action tokens is one weight (--kl-guide {cfg.kl_guide}); "
@@ -140,7 +132,7 @@ def episode_slots(cfg: sg.Config, length: int) -> torch.Tensor:
     """(length,) the slot of each position of an episode's token stream. Every episode is a
     prefix of the longest one, whose layout is fixed ([<bos>, <mode>], then per step the
     observation's words, the guide, the action), so the slots follow from positions alone."""
-    shown = " cue:start" if cfg.cue else " dist:0" if cfg.dist else ""
+    shown = " cue:start" if cfg.cue else ""
     step = ("at:0,0 goal:0,0 walls:none" + shown, "neutral", "north")
     _, slots = sg.encode_episode([step] * cfg.max_steps, cfg.guided)
     return torch.tensor(slots[:length])

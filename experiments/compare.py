@@ -39,14 +39,15 @@ from tqdm.auto import tqdm  # noqa: E402
 
 import selfguide as sg  # noqa: E402
 import instruments  # noqa: E402
-from probe import probe_episodes, probe_metrics  # noqa: E402
+import research  # noqa: E402
+from probe import observer, probe_episodes, probe_metrics  # noqa: E402
 from selfguide import setting  # noqa: E402
 
 
 @dataclass
 class Seeds:
     """An experiment over seeds (checkpoints.py, priors.py): its own settings; every other flag
-    is one of selfguide.py's (sg.Config)."""
+    is one of selfguide.py's and the research variants' (research.Config)."""
     seeds: int = setting(5, "seeds (each with its own prior), from --seed on")
     workers: int = setting(1, "seeds run in parallel processes (1 thread each)")
 
@@ -58,7 +59,7 @@ class Seeds:
 
 @dataclass
 class Experiment(Seeds):
-    """The comparison's own settings; every other flag is one of selfguide.py's (sg.Config)."""
+    """The comparison's own settings; every other flag is research.Config's."""
     seeds: int = setting(3, "seeds (each with its own prior), from --seed on")
     rows: str = setting("paper", "paper (every row of ROWS), core (GRPO, GRPO w/ SG, GRPO w/ SG "
                                  "& GR), oracle (GRPO with and without the oracle reward, by "
@@ -73,7 +74,7 @@ class Experiment(Seeds):
                                  "alone, and by the paper's composite advantage, at 0.1 and 1: "
                                  "with --rows guide, what reaches the guide) or hindsight (guides "
                                  "paid against the agent's own hindsight, at 0.1 and 1, against "
-                                 "a placebo, the truth, env at 1 and env at 1 with the exact KL) "
+                                 "a placebo, the truth and env at 1) "
                                  "or coevolution (hindsight, the placebo, the truth and env, at "
                                  "1) or hindsight-default (the full method, and hindsight at 0.1 "
                                  "and 1) or critic (GRPO, coevolution's rows, and hindsight's "
@@ -90,13 +91,14 @@ ONE_RUN_ONLY = ("eval_only", "init_from", "show")  # selfguide.py's, for a singl
 
 
 def parse_settings(argv, own, description: str, out: str, preset=None):
-    """selfguide.py's settings (sg.Config) and an experiment's own (the dataclass `own`) from
+    """The research variants' settings (research.Config, selfguide.py's and the report's) and
+    an experiment's own (the dataclass `own`) from
     one command line; the default --out is `out`; with --quick, `preset` changes defaults
     (flags given explicitly still win). Bad values, and the settings of a single run, exit in
     one usage line. Returns (cfg, the experiment's settings)."""
     parser = argparse.ArgumentParser(description=description,
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    sg.add_settings(parser, sg.Config)
+    sg.add_settings(parser, research.Config)
     sg.add_settings(parser, own)
     parser.set_defaults(out=out)
     values = sg.parse_settings(parser, argv)  # with --paper-faithful's defaults
@@ -105,7 +107,7 @@ def parse_settings(argv, own, description: str, out: str, preset=None):
         values = sg.parse_settings(parser, argv)
     names = {f.name for f in dataclasses.fields(own)}
     try:
-        cfg = sg.Config(**{k: v for k, v in values.items() if k not in names})
+        cfg = research.Config(**{k: v for k, v in values.items() if k not in names})
         exp = own(**{k: v for k, v in values.items() if k in names})
     except ValueError as error:
         parser.error(str(error))  # exits with a usage line, never a traceback
@@ -151,7 +153,6 @@ ORACLE_ROWS = [  # --rows oracle: can a perfect internal reward help GRPO here, 
 SLOT_ROWS = [  # --rows slot: why does the guide slot cost GRPO? (lambda = 0 in every row)
     ("GRPO", {"variant": "grpo"}),
     ("GRPO w/ SG", {"variant": "sg"}),
-    ("  guide and action tokens averaged apart", {"variant": "sg", "token_mean": "per_slot"}),
     ("  guides trained by the KL alone", {"variant": "sg", "guide_advantage": "none"}),
     ("  guides sampled at temperature 0.5", {"variant": "sg", "guide_temperature": 0.5}),
     ("  no guide KL", {"variant": "sg", "kl_guide": 0.0}),
@@ -196,8 +197,6 @@ HINDSIGHT_ROWS = [  # --rows hindsight: does a guide paid against the agent's ow
      {"variant": "sg_gr", "guide_advantage": "placebo", "guide_temperature": 1.0}),
     ("control: guides paid for the truth, at temperature 1",
      {"variant": "sg_gr", "guide_advantage": "truth", "guide_temperature": 1.0}),
-    ("GRPO w/ SG & GR, guides at temperature 1, exact guide KL",
-     {"variant": "sg_gr", "guide_temperature": 1.0, "kl_guide_exact": True}),
 ]
 COEVOLUTION_ROWS = [HINDSIGHT_ROWS[i] for i in (0, 2, 3, 4)]  # --rows coevolution
 CRITIC_ROWS = [ROWS[0]] + COEVOLUTION_ROWS + [  # --rows critic: whose gain is hindsight's?
@@ -227,6 +226,28 @@ def compare_rows(cfg: sg.Config, exp: Experiment) -> list:
             "critic": CRITIC_ROWS}[exp.rows] \
         + (CONTROL_ROWS if exp.controls else []) + (GUARD_ROWS if exp.guards else [])
     return list(dict(rows).items())
+
+
+def expand(result: dict) -> dict:
+    """A kept, compact result (results.py) back in this file's form: histories [(iteration,
+    metrics)], each run's lambda(u) from the config; compare.py's own, as it is."""
+    if not result["per_seed"] or isinstance(
+            next(iter(result["per_seed"][0].values()))["history"], list):
+        return result
+    settings = {f.name for f in sg.dataclasses.fields(research.Config)}
+    base = research.Config(**{k: v for k, v in result["config"].items() if k in settings})
+    rows = dict(compare_rows(base, Experiment(
+        **{k: v for k, v in result["config"].items() if k in ("rows", "controls", "guards")})))
+    for seed in result["per_seed"]:
+        for row, run in seed.items():
+            columns = run["history"]
+            run["history"] = [(i, {k: v[n] for k, v in columns.items()
+                                   if k != "iteration" and v[n] is not None})
+                              for n, i in enumerate(columns["iteration"])]
+            cfg = sg.dataclasses.replace(base, **rows.get(row, {}))
+            run["trust"] = ([sg.trust_at(cfg, u) for u in range(1, cfg.iterations + 1)]
+                            if row in rows else [])
+    return result
 
 
 # --- trunk sharing: rows that agree while lambda = 0 train that prefix once ---
@@ -261,7 +282,7 @@ def snapshot(policy, state: sg.TrainState) -> dict:
             "optimizer": copy.deepcopy(state.optimizer.state_dict()),
             "tasks": state.tasks.getstate(), "sampler": state.sampler.get_state(),
             "shuffler": state.shuffler.get_state(), "iteration": state.iteration,
-            "records": list(state.records), "values": copy.deepcopy(state.values)}
+            "records": list(state.records), "carry": copy.deepcopy(state.carry)}
 
 
 def restore(saved: dict, prior, cfg: sg.Config):
@@ -276,15 +297,15 @@ def restore(saved: dict, prior, cfg: sg.Config):
     state.sampler.set_state(saved["sampler"])
     state.shuffler.set_state(saved["shuffler"])
     state.iteration, state.records = saved["iteration"], list(saved["records"])
-    state.values = copy.deepcopy(saved["values"])
+    state.carry = copy.deepcopy(saved["carry"])
     return policy, state
 
 
 def train_until(policy, prior, cfg: sg.Config, state: sg.TrainState, until: int, probe=None):
     """Continue the run of `state` to iteration `until`, exactly as selfguide.train runs it,
-    each record with the instruments' figures (instruments.observer: with a probe, each
+    each record with the instruments' figures (probe.observer: with a probe, each
     held-out evaluation also records the guide's on it)."""
-    hook = instruments.observer(policy, prior, cfg, probe)
+    hook = observer(policy, prior, cfg, probe)
     for _ in tqdm(range(state.iteration, until), desc=f"GRPO {cfg.variant} seed {cfg.seed}",
                   leave=False):
         sg.grpo_iteration(policy, prior, cfg, state, hook)
@@ -335,7 +356,9 @@ def compare_prior(cfg: sg.Config):
                "ReAct w/ SG": {"final": {**instruments.evaluate(prior, cfg, guided=True),
                                          **probe_metrics(prior, probe, cfg)}, "history": []}}
     stage0 = getattr(prior.config, "stage0", None) or {}  # how the prior was cloned, if recorded
-    results["ReAct w/ SG"]["final"].update({f"prior_{k}": v for k, v in stage0.items()})
+    results["ReAct w/ SG"]["final"].update(  # (a prior cloned to a guide target, research.py)
+        prior_updates=stage0.get("updates"),
+        prior_calibration_accuracy=getattr(prior.config, "calibration_accuracy", None))
     sg.write_atomic(unit_path(cfg), json.dumps(results))
 
 

@@ -11,14 +11,14 @@ returns (a rollout's cells and guides, an iteration's advantages and hindsight t
   policy-gradient term's at ratio 1 (the clip and the KL left out), over all guides and on
   the stale moves by their true word; the share of guides off the prior's greedy word;
 - with hindsight targets (also computed, then coined, for the placebo), how often a judged
-  guide has one and how often it is the true word.
+  guide has one and how often it is the true word;
+- the probability the guide gives the true word on the moves that change the distance, which
+  sees what the top word hides (a wrong word that fell from 0.999 to 0.6 scores the same
+  argmax accuracy).
 
-    hook = observer(policy, prior, cfg, probe)     # compare.py's train_until
-    selfguide.grpo_iteration(policy, prior, cfg, state, hook)
-
-`observer` adds these to each iteration's record (and to each held-out evaluation's, with the
-guide's figures on the fixed probe, probe.py), which is how compare.py and checkpoints.py log
-them; `python selfguide.py` logs the method's figures only.
+probe.observer adds these to each iteration's record (and to each held-out evaluation's, with
+the guide's figures on the fixed probe), which is how compare.py and checkpoints.py log them;
+`python selfguide.py` logs the method's figures only.
 """
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # selfguide.py,
 
 import torch  # noqa: E402
 
+import research  # noqa: E402
 import selfguide as sg  # noqa: E402
+from research import NEGATIVE, POSITIVE  # noqa: E402
 from toy_env import MAX_SIZE  # noqa: E402
 
 PROGRESS_OF = torch.tensor([1, 0, -1])  # the true progress of GUIDES' words, by index
@@ -75,7 +77,7 @@ def stale_moves(batch: sg.Rollouts, cfg: sg.Config) -> torch.Tensor | None:
     cells, truths = batch.cells.tolist(), batch.truths.tolist()
     for i, maze in enumerate(batch.mazes.tolist()):
         if maze not in believed:
-            env = sg.make_env(cfg)
+            env = cfg.make_env()
             env.reset(seed=maze)  # a house's maze whatever the start; else the task's own
             believed[maze] = env.believed
         distance = believed[maze]
@@ -86,19 +88,26 @@ def stale_moves(batch: sg.Rollouts, cfg: sg.Config) -> torch.Tensor | None:
     return stale.to(batch.cells.device)
 
 
-def experiment_metrics(rollouts: sg.Rollouts, cfg: sg.Config) -> dict:
-    """The guide's accuracy on the revisits and on the other moves, and where a stale map
-    errs (all together and by true word) its accuracy and its probability of the true word."""
+def experiment_metrics(rollouts: sg.Rollouts, cfg: research.Config) -> dict:
+    """The probability of the true word on the moves that change the distance; the guide's
+    accuracy on the revisits and on the other moves; and where a stale map errs (all together
+    and by true word) its accuracy and its probability of the true word."""
     metrics, written = {}, rollouts.guides >= 0
     judged = written & (rollouts.truths >= 0)
+    if written.any() and rollouts.guide_probs is not None:
+        truth = rollouts.truths[judged]
+        true_prob = rollouts.guide_probs[judged].gather(-1, truth[:, None]).squeeze(-1)  # (J,)
+        by_truth = [true_prob[truth == word].mean().item() for word in (POSITIVE, NEGATIVE)
+                    if (truth == word).any()]
+        metrics["guide_true_prob_progress"] = sum(by_truth) / len(by_truth) if by_truth else None
     correct = rollouts.guides == rollouts.truths                                  # (N, T)
     revisit = sg.revisit_moves(rollouts.cells)
     kinds = [("revisit", judged & revisit), ("other", judged & ~revisit)]
     stale = stale_moves(rollouts, cfg)
     if stale is not None:
         kinds += [("stale", judged & stale),
-                  ("stale_negative", judged & stale & (rollouts.truths == sg.NEGATIVE)),
-                  ("stale_positive", judged & stale & (rollouts.truths == sg.POSITIVE))]
+                  ("stale_negative", judged & stale & (rollouts.truths == NEGATIVE)),
+                  ("stale_positive", judged & stale & (rollouts.truths == POSITIVE))]
     true_prob = (None if rollouts.guide_probs is None else
                  rollouts.guide_probs.gather(-1, rollouts.truths.clamp(min=0)[..., None])
                  .squeeze(-1))                                                    # (N, T)
@@ -139,7 +148,7 @@ def training_figures(batch: sg.Rollouts, advantages, targets, reference, cfg: sg
     kinds = [("", written)]
     if stale is not None:
         kinds += [(f"_stale_{name}", written & stale & (batch.truths == word))
-                  for name, word in [("negative", sg.NEGATIVE), ("positive", sg.POSITIVE)]]
+                  for name, word in [("negative", NEGATIVE), ("positive", POSITIVE)]]
     for suffix, kind in kinds:
         log[f"guide_push{suffix}"] = push[kind].mean().item() if kind.any() else None
     if targets is not None:
@@ -152,18 +161,3 @@ def training_figures(batch: sg.Rollouts, advantages, targets, reference, cfg: sg
             log["target_accuracy_stale"] = (targets == batch.truths)[has & stale] \
                 .float().mean().item()
     return log
-
-
-def observer(policy, reference, cfg: sg.Config, probe=None):
-    """A hook for selfguide.grpo_iteration that adds training_figures to each iteration's
-    record, and experiment_metrics (and, given a probe, the guide's on it) to each held-out
-    evaluation's."""
-    from probe import probe_metrics
-
-    def observe(record, batch, advantages, targets, held_out):
-        record.update(training_figures(batch, advantages, targets, reference, cfg))
-        if held_out is not None:
-            record["eval"].update(experiment_metrics(held_out, cfg))
-            if probe is not None and cfg.guided:
-                record["eval"].update(probe_metrics(policy, probe, cfg))
-    return observe

@@ -248,8 +248,7 @@ def plot_hindsight(folder: Path, figure_path: Path):
 
 def load_comparison(folder: Path) -> dict:
     """A comparison's compare.json, compare.py's or one kept in experiments/results/."""
-    import results
-    return results.expand(json.loads((folder / "compare.json").read_text()))
+    return compare.expand(json.loads((folder / "compare.json").read_text()))
 
 
 def plot_comparison(folder: Path):

@@ -14,7 +14,11 @@ a rollout's.
 
 The prior's probe metrics equal its own greedy evaluation's guide metrics (the same
 episodes, its own guides): a test checks it. compare.py and checkpoints.py record the probe
-for every guided policy they train.
+for every guided policy they train, through `observer`, the hook they give
+selfguide.grpo_iteration:
+
+    hook = observer(policy, prior, cfg, probe)     # compare.py's train_until
+    selfguide.grpo_iteration(policy, prior, cfg, state, hook)
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent),  # selfguide.py, to
 import torch  # noqa: E402
 
 import selfguide as sg  # noqa: E402
-from instruments import experiment_metrics, judge_streams  # noqa: E402
+from instruments import experiment_metrics, judge_streams, training_figures  # noqa: E402
 
 BATCH = 512  # episodes per forward pass (and per rollout batch, as selfguide.evaluate)
 
@@ -58,3 +62,18 @@ def probe_metrics(policy, probe: sg.Rollouts, cfg: sg.Config) -> dict:
     metrics = {**sg.episode_metrics(judged), **experiment_metrics(judged, cfg)}
     return {f"probe_{k}": v for k, v in metrics.items()
             if k.startswith("guide_") or k.startswith("share_")}
+
+
+def observer(policy, reference, cfg: sg.Config, probe: sg.Rollouts | None = None):
+    """A hook for selfguide.grpo_iteration that adds instruments.training_figures to each
+    iteration's record (with the hindsight targets research.Config.advantages left in
+    state.carry), and experiment_metrics (and, given a probe, the guide's on it) to each
+    held-out evaluation's."""
+    def observe(record, batch, advantages, state, held_out):
+        record.update(training_figures(batch, advantages, state.carry.get("targets"),
+                                       reference, cfg))
+        if held_out is not None:
+            record["eval"].update(experiment_metrics(held_out, cfg))
+            if probe is not None and cfg.guided:
+                record["eval"].update(probe_metrics(policy, probe, cfg))
+    return observe

@@ -83,7 +83,7 @@ def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool, draws: int =
 def uniform_moves(cfg, first: int) -> float:
     """Success of moves drawn uniformly from the four, RANDOM_DRAWS episodes on every maze of
     the set whose first task seed is `first`: what a model that reads nothing would reach."""
-    env, rng, successes = sg.make_env(cfg), random.Random(cfg.seed), 0
+    env, rng, successes = cfg.make_env(), random.Random(cfg.seed), 0
     for i in range(cfg.eval_tasks):
         for _ in range(RANDOM_DRAWS):
             env.reset(seed=first + i)

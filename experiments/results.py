@@ -78,29 +78,7 @@ def load(name: str) -> dict:
     if not path.exists():
         raise SystemExit(f"error: no {path}; `python experiments/results.py list` says what is "
                          f"kept")
-    return expand(json.loads(path.read_text()))
-
-
-def expand(result: dict) -> dict:
-    """A compact result back in compare.py's form: histories [(iteration, metrics)], each
-    run's lambda(u) from the config; compare.py's own, as it is."""
-    if not result["per_seed"] or isinstance(
-            next(iter(result["per_seed"][0].values()))["history"], list):
-        return result
-    settings = {f.name for f in sg.dataclasses.fields(sg.Config)}
-    base = sg.Config(**{k: v for k, v in result["config"].items() if k in settings})
-    rows = dict(compare.compare_rows(base, compare.Experiment(
-        **{k: v for k, v in result["config"].items() if k in ("rows", "controls", "guards")})))
-    for seed in result["per_seed"]:
-        for row, run in seed.items():
-            columns = run["history"]
-            run["history"] = [(i, {k: v[n] for k, v in columns.items()
-                                   if k != "iteration" and v[n] is not None})
-                              for n, i in enumerate(columns["iteration"])]
-            cfg = sg.dataclasses.replace(base, **rows.get(row, {}))
-            run["trust"] = ([sg.trust_at(cfg, u) for u in range(1, cfg.iterations + 1)]
-                            if row in rows else [])
-    return result
+    return compare.expand(json.loads(path.read_text()))
 
 
 def keep(name: str, kind: str, result: dict) -> Path:

@@ -27,6 +27,7 @@ PARSERS = {  # every script the docs run: the function of it that reads its comm
     "selfguide.py": "parse_config",
     "toy_env.py": None,  # takes no arguments
     "experiments/compare.py": "parse_args",
+    "experiments/research.py": "parse_args",
     "experiments/checkpoints.py": "parse_args",
     "experiments/benchmark.py": "parse_args",
     "experiments/plots.py": "parse_args",

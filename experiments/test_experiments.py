@@ -26,12 +26,18 @@ import plots  # noqa: E402
 import priors  # noqa: E402
 import probe  # noqa: E402
 import prompted  # noqa: E402
+import research  # noqa: E402
 import selfguide as sg  # noqa: E402
 import toy_env  # noqa: E402
-from conftest import (TINY_ARGS, fake_episodes, first_rollouts, tiny_config,  # noqa: E402
+from conftest import (TINY, TINY_ARGS, fake_episodes, first_rollouts,  # noqa: E402
                       tiny_policy, two_hand_built_episodes)
 
 MATPLOTLIB = "the figures' tests need the optional matplotlib: pip install matplotlib"
+
+
+def tiny_config(**overrides) -> research.Config:
+    """conftest's tiny settings as the harnesses read them: research.Config."""
+    return research.Config(**{**TINY, **overrides})
 COMPARE_ARGS = TINY_ARGS + ["--rows", "core", "--seeds", "2", "--workers", "1"]
 
 
@@ -284,8 +290,7 @@ def test_branching_off_the_shared_prefix_equals_training_each_row_alone():
                "placebo": sg.dataclasses.replace(cfg, variant="sg_gr", guide_advantage="placebo"),
                "critic": sg.dataclasses.replace(cfg, variant="sg_gr", internal_reward="hindsight"),
                "grpo + critic": sg.dataclasses.replace(cfg, variant="grpo",
-                                                       internal_reward="hindsight"),
-               "exact KL": sg.dataclasses.replace(cfg, variant="sg_gr", kl_guide_exact=True)}
+                                                       internal_reward="hindsight")}
     branched = compare.train_rows(prior, configs)
     # trapezoid and no_anneal branch from the same snapshot: the second must not inherit the
     # first one's optimizer state
@@ -597,7 +602,7 @@ def test_stale_moves_are_where_the_environment_says_the_stale_map_errs():
     for i in range(12):
         moves = [sg.WORDS[t] for t, s in zip(batch.tokens[i].tolist(), batch.slots[i].tolist())
                  if s == sg.SLOT_ACTION]
-        env = sg.make_env(cfg)
+        env = cfg.make_env()
         env.reset(seed=i)
         stale = [False] + [env.step(move)[4]["stale"] for move in moves][:-1]
         steps = batch.steps[i].item()
@@ -614,6 +619,19 @@ def test_stale_moves_are_where_the_environment_says_the_stale_map_errs():
                        torch.Generator().manual_seed(0))
     assert instruments.stale_moves(plain, plain_cfg) is None
     assert "guide_accuracy_stale" not in instruments.experiment_metrics(plain, plain_cfg)
+
+
+def test_the_probability_of_the_true_word_averages_the_two_kinds_of_move():
+    """Judged (truth positive, p .7), (positive, p .2), (negative, p .4): the mean over the
+    positive moves and the mean over the negative ones, averaged."""
+    probs = torch.zeros(2, 3, 3)
+    probs[0, 1], probs[0, 2], probs[1, 1] = (torch.tensor(p) for p in
+                                             ([.7, .2, .1], [.2, .1, .7], [.5, .1, .4]))
+    rollouts = sg.dataclasses.replace(two_hand_built_episodes(), guide_probs=probs)
+    metrics = instruments.experiment_metrics(rollouts, research.Config(**TINY))
+    assert metrics["guide_true_prob_progress"] == pytest.approx(((.7 + .2) / 2 + .4) / 2)
+    assert "guide_true_prob_progress" not in instruments.experiment_metrics(
+        two_hand_built_episodes(), research.Config(**TINY))  # no distribution recorded
 
 
 def test_experiment_metrics_split_the_revisits_and_the_stale_moves_by_true_word(monkeypatch):
@@ -666,14 +684,14 @@ def test_training_figures_say_what_gradient_reaches_the_guide_and_how_often_it_l
     logits, by autograd on each guide slot's three logits; guide_push: each norm times its
     advantage's size; guide_off_prior: the share of sampled guides that are not the
     reference's greedy word, by a full forward per slot. compare.py's records hold them."""
-    cfg = tiny_config(variant="sg", guide_temperature=0.5, iterations=1, eval_every=5,
-                      update_epochs=1)
+    cfg = tiny_config(variant="sg", guide_temperature=0.5, temperature=0.7, iterations=1,
+                      eval_every=5, update_epochs=1)
     policy, reference = tiny_policy(seed=0), tiny_policy(seed=1)
     before = sg.copy.deepcopy(policy)
     state = sg.new_train_state(policy, cfg)
     batch, _ = first_rollouts(before, cfg)  # the iteration's own draws, replayed
     record = sg.grpo_iteration(policy, reference, cfg, state,
-                               instruments.observer(policy, reference, cfg))
+                               probe.observer(policy, reference, cfg))
     advantages = sg.iteration_advantages(batch, cfg, 0.0, 1)[0]
     guide_ids = [sg.WORD_ID[w] for w in sg.GUIDES]
     norms, off, pushes, action_norms = [], [], [], []
@@ -689,8 +707,12 @@ def test_training_figures_say_what_gradient_reaches_the_guide_and_how_often_it_l
             norms.append(logits.grad.abs().sum().item())
             pushes.append(norms[-1] * advantages[i, p].abs().item())
         moves = [p for p, s in enumerate(batch.slots[i].tolist()) if s == sg.SLOT_ACTION]
-        for p in moves:  # the actions' sampling temperature is 1: 2 (1 - p(word))
-            action_norms.append(2 * (1 - batch.logprobs[i, p].exp().item()))
+        for p in moves:  # by autograd too, at the actions' own temperature (0.7)
+            logits = before(batch.tokens[i, :p][None]).logits[0, -1, sg.ACTION_IDS]
+            logits = logits.detach().requires_grad_()
+            word = sg.ACTION_IDS.index(batch.tokens[i, p].item())
+            torch.log_softmax(logits / cfg.temperature, -1)[word].backward()
+            action_norms.append(logits.grad.abs().sum().item())
     assert record["guide_off_prior"] == pytest.approx(sum(off) / len(off))
     assert 0 < record["guide_off_prior"] < 1
     assert record["guide_sensitivity"] == pytest.approx(sum(norms) / len(norms), rel=1e-5)
@@ -704,7 +726,7 @@ def test_training_figures_say_what_gradient_reaches_the_guide_and_how_often_it_l
     plain_cfg = tiny_config(variant="grpo", iterations=1, eval_every=5)
     plain = tiny_policy()
     unguided = sg.grpo_iteration(plain, reference, plain_cfg, sg.new_train_state(plain, plain_cfg),
-                                 instruments.observer(plain, reference, plain_cfg))
+                                 probe.observer(plain, reference, plain_cfg))
     assert unguided["action_sensitivity"] > 0 and "guide_sensitivity" not in unguided
 
 
@@ -713,9 +735,9 @@ def test_a_hindsight_runs_record_says_how_often_it_had_a_target_and_how_right():
     policy, reference = tiny_policy(), tiny_policy(seed=1)
     state = sg.new_train_state(policy, cfg)
     record = sg.grpo_iteration(policy, reference, cfg, state,
-                               instruments.observer(policy, reference, cfg))
+                               probe.observer(policy, reference, cfg))
     batch, replay = first_rollouts(tiny_policy(), cfg)
-    targets = sg.hindsight_targets(batch, replay.values)
+    targets = research.hindsight_targets(batch, replay.carry.setdefault("values", {}))
     judged = (batch.guides >= 0) & (batch.truths >= 0)
     has = judged & (targets >= 0)
     assert record["target_coverage"] == pytest.approx(has.sum().item() / judged.sum().item())
@@ -902,7 +924,7 @@ def test_prompted_plays_the_held_out_or_the_tuning_mazes_greedy_sampled_or_both(
             "--eval-tasks", "3"]
     rows = prompted.main(args + ["--mazes", "tuning", "--no-sampled", "--out", str(tmp_path)])
     assert list(rows) == ["ReAct, greedy", "ReAct w/ SG, greedy"]
-    assert played == [(tuple(sg.CALIBRATION_SEED_BASE + i for i in range(3)), g, True)
+    assert played == [(tuple(research.CALIBRATION_SEED_BASE + i for i in range(3)), g, True)
                       for g in (False, True)]
     assert "3 tuning 4x4 mazes (start at least 3 moves away, 2 moves), greedy;" in \
         (tmp_path / "prompted.md").read_text()
@@ -928,7 +950,7 @@ def test_uniform_moves_reach_the_goal_as_often_as_the_exact_walk(monkeypatch):
     """The baseline of --model random against the exact probability that uniform moves reach
     the goal within max_steps on the same mazes (a walk over the open cells, a bump stays)."""
     cfg = sg.Config(size=4, min_distance=3, max_steps=12, eval_tasks=3)
-    env, exact = sg.make_env(cfg), []
+    env, exact = cfg.make_env(), []
     for i in range(cfg.eval_tasks):
         env.reset(seed=sg.EVAL_SEED_BASE + i)
         where = {env._position: 1.0}  # probability of each cell, not yet at the goal
@@ -957,7 +979,7 @@ def test_uniform_moves_reach_the_goal_as_often_as_the_exact_walk(monkeypatch):
         prompted.uniform_moves(cfg, sg.EVAL_SEED_BASE)  # the command's figure, the same draws
     # --mazes tuning: the walk on selfguide's calibration mazes, not the held-out ones
     tuning = prompted.main(args + ["--mazes", "tuning"])["uniform random moves"]["success"]
-    assert tuning == prompted.uniform_moves(cfg, sg.CALIBRATION_SEED_BASE) != estimate
+    assert tuning == prompted.uniform_moves(cfg, research.CALIBRATION_SEED_BASE) != estimate
 
 
 # --- figures (skipped without matplotlib) ---
@@ -1511,3 +1533,29 @@ def test_the_hindsight_figure_draws_the_stale_panels_only_where_the_maze_has_the
     x, y = next((list(line.get_xdata()), list(line.get_ydata()))
                 for line in figure.axes[0].get_lines() if line.get_label() == "hindsight at 1")
     assert x[0] == 0 and y[0] == pytest.approx(prior) and x[-1] == 150
+
+
+def test_experiments_modules_import_no_circle_and_never_go_back_into_from_selfguide():
+    """experiments/ imports selfguide.py and extends it, never the other way; and no module of
+    experiments/ reaches itself through its imports (each import read from the source)."""
+    import ast
+    folder = Path(__file__).resolve().parent
+    modules = {p.stem for p in folder.glob("*.py") if not p.stem.startswith("test_")}
+    graph = {}
+    for name in modules:
+        tree = ast.parse((folder / f"{name}.py").read_text())
+        found = {alias.name.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.Import) for alias in node.names}
+        found |= {node.module.split(".")[0] for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom) and node.module}
+        graph[name] = found & modules
+
+    def reaches(start, goal, seen=()):
+        return any(n == goal or (n not in seen and reaches(n, goal, seen + (n,)))
+                   for n in graph[start])
+    assert not [name for name in modules if reaches(name, name)]
+    assert graph["research"] == set() and graph["plots"] == {"compare"}
+    method = ast.parse((folder.parent / "selfguide.py").read_text())
+    imported = {alias.name for node in ast.walk(method) if isinstance(node, ast.Import)
+                for alias in node.names}
+    assert not imported & modules

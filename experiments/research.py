@@ -1,0 +1,239 @@
+"""The report's research variants: selfguide.py's method with the settings the report
+studies, composed through the method's four seams (its Config's make_env, demonstrate,
+cloned_enough and advantages). The method file names none of them.
+
+    python experiments/research.py --no-cue --house --stale-door --min-distance 8 \\
+        --guide-advantage hindsight --guide-temperature 1     # one run, as selfguide.py runs
+    python experiments/research.py --dist --no-cue --prior-epochs 8
+    python experiments/research.py --help                     # selfguide.py's settings, then these
+
+Every harness of experiments/ (compare.py, checkpoints.py, ...) reads its command line as this
+`Config`. What it adds:
+- the world: the distance in place of the cue (`--dist`), one maze for every task (`--house`)
+  whose prior plans on a stale map (`--stale-door`), a demonstrator that misjudges every
+  revisit (`--cue-misjudge revisit`), a prior cloned until its guide reaches a target
+  (`--prior-guide-target`, checked on calibration mazes of its own);
+- what the guides are paid against (`--guide-advantage`): the episode's outcome (a guard),
+  nothing but the KL (none), the truth (a control), the agent's own hindsight, or a placebo;
+- the critic without the guide (`--internal-reward hindsight`): hindsight's target pays each
+  move as its r_t, as the oracle control pays the truth.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # selfguide.py, toy_env.py
+
+import torch  # noqa: E402
+
+import selfguide as sg  # noqa: E402
+import toy_env  # noqa: E402
+from selfguide import setting  # noqa: E402
+
+CALIBRATION_SEED_BASE = 2 * 10**9  # --prior-guide-target's checks: mazes of their own
+GUIDE_ADVANTAGES = ["composite", "env", "outcome", "hindsight", "none", "truth", "placebo"]
+
+
+@dataclass
+class Config(sg.Config):
+    internal_reward: str = setting(
+        "guide", "r_t: guide (the paper); controls: oracle (true progress), random, or "
+                 "hindsight (the hindsight target's word: its critic, without the guide)",
+        ["guide", "oracle", "random", "hindsight"])
+    guide_advantage: str = setting(
+        "env", "guide tokens' advantage: composite (the paper), env or outcome (guards), "
+               "hindsight (+1 / -1 against the agent's own experience), none, truth or "
+               "placebo (controls)", GUIDE_ADVANTAGES)
+    # the world and the prior (each enters the prior's key when set)
+    dist: bool = setting(False, "show the maze distance dist:K in place of the cue (--no-cue)")
+    cue_misjudge: str = setting(
+        "none", "revisit: the demonstrator calls every move back onto a visited cell negative",
+        list(toy_env.MISJUDGED))
+    prior_guide_target: float = setting(
+        0.0, "clone until the greedy guide judges moves that change the distance this well")
+    prior_check: int = setting(25, "cloning updates between two checks of that target")
+    house: bool = setting(False, "every task in one maze (toy_env's house); only starts differ")
+    stale_door: bool = setting(False, "the demonstrator plans and judges on toy_env's stale map")
+
+    def __post_init__(self):  # its own checks first: the method's end with make_env's
+        if self.prior_check < 1:
+            raise ValueError("--prior-check must be at least 1")
+        if not 0 <= self.prior_guide_target <= 1:
+            raise ValueError("--prior-guide-target is in [0, 1]")
+        if self.cue_misjudge != "none" and not (self.cue or self.dist):
+            raise ValueError("--cue-misjudge changes the demonstrator reading the cue or the "
+                             "distance: add --cue or --dist")
+        if self.stale_door and (self.cue or self.dist):
+            raise ValueError("--stale-door's demonstrator judges by its stale map, not by a "
+                             "cue or a distance: add --no-cue")
+        if self.cue and self.dist:
+            raise ValueError("--dist shows the distance in place of the cue (on by default): "
+                             "add --no-cue")
+        first = sg.PRIOR_SEED_BASE + self.seed * 10**6  # the demonstrations' first task
+        if first < CALIBRATION_SEED_BASE + 200 and CALIBRATION_SEED_BASE < first + self.prior_episodes:
+            raise ValueError(f"--seed {self.seed} would clone its prior on the calibration "
+                             f"mazes (its demonstrations are tasks {first} on); choose another seed")
+        super().__post_init__()
+
+    def make_env(self) -> toy_env.GridWorld:
+        return toy_env.GridWorld(self.size, self.wall_prob, self.min_distance, self.max_steps,
+                                 cue=self.cue, dist=self.dist,
+                                 house=self.seed if self.house else None,
+                                 stale_door=self.stale_door)
+
+    def demonstrate(self, env, seed: int):
+        return toy_env.demonstrate(env, seed=seed, cue_noise=self.cue_noise,
+                                   cue_misjudge=self.cue_misjudge)
+
+    def cloned_enough(self, policy, updates: int) -> bool:
+        """--prior-guide-target: every --prior-check updates, the greedy guide's progress
+        accuracy on the calibration mazes, recorded (policy.config.calibration_accuracy); stop
+        once it reaches the target, so every seed's prior is equally mature."""
+        if not self.prior_guide_target or updates % self.prior_check:
+            return False
+        policy.config.calibration_accuracy = calibration_accuracy(policy, self)
+        return policy.config.calibration_accuracy >= self.prior_guide_target
+
+    def advantages(self, batch: sg.Rollouts, trust: float, iteration: int, state) -> tuple:
+        """iteration_advantages below; the hindsight targets (made for hindsight, the placebo
+        and the critic, from V in state.carry["values"]) stay in state.carry["targets"] for
+        probe.observer."""
+        targets = None
+        if self.guide_advantage in ("hindsight", "placebo") or self.internal_reward == "hindsight":
+            targets = hindsight_targets(batch, state.carry.setdefault("values", {}))   # (N, T)
+        state.carry["targets"] = targets
+        return iteration_advantages(batch, self, trust, iteration, targets)
+
+
+def calibration_accuracy(policy, cfg: Config) -> float:
+    """The greedy guide's progress accuracy on the 200 calibration mazes."""
+    batch = sg.rollout(policy, [CALIBRATION_SEED_BASE + i for i in range(200)], True, cfg,
+                       greedy=True)
+    return sg.episode_metrics(batch)["guide_progress_accuracy"] or 0.0
+
+
+# --- what the guides are paid against, and the critic's r_t ---
+
+def iteration_advantages(batch: sg.Rollouts, cfg: Config, trust: float, iteration: int,
+                         targets=None) -> tuple:
+    """selfguide.iteration_advantages, with the critic's r_t (--internal-reward hindsight:
+    0.1 x the polarity of the target's word, as the oracle pays the truth's) and the guide
+    advantages of guide_advantages where the settings ask. targets (N, T): hindsight_targets."""
+    rewards = None
+    if cfg.internal_reward == "hindsight":
+        if targets is None:
+            raise ValueError("--internal-reward hindsight needs targets: "
+                             "hindsight_targets(batch, values)")
+        rewards = sg.step_rewards(batch.guides, targets, "oracle")                      # (N, T)
+    return sg.iteration_advantages(batch, cfg, trust, iteration, rewards,
+                                   guide_advantages(batch, cfg, iteration, targets))
+
+
+def guide_advantages(batch: sg.Rollouts, cfg: Config, iteration: int, targets=None):
+    """The guides' advantages (N, T) of the research settings of --guide-advantage, or None
+    for the method's (composite, env). outcome: A_env x the word's polarity (+1 / 0 / -1):
+    a constant word earns sum_i A_env,i = 0 at a step all the group plays, less where only
+    failures play on (a success ends early), so praise never earns. none: 0, the KL alone.
+    truth, hindsight, placebo: +1 for the target's word, -1 for another, where there is a
+    target (the true progress; hindsight_targets; placebo_targets, drawn from a generator
+    seeded by seed x 10^6 + iteration)."""
+    kind = cfg.guide_advantage
+    if kind in ("composite", "env"):
+        return None
+    if kind == "outcome":
+        env = sg.group_advantages(batch.env_return.view(-1, cfg.group_size),
+                                  scale=cfg.advantage == "grpo").flatten()             # (N,)
+        polarity = sg.step_rewards(batch.guides, batch.truths) / sg.GUIDE_REWARD["positive"]
+        return env[:, None] * polarity
+    if kind == "none":
+        return torch.zeros(batch.guides.shape, device=batch.guides.device)
+    if targets is None and kind != "truth":
+        raise ValueError(f"--guide-advantage {kind} needs targets: "
+                         f"hindsight_targets(batch, values)")
+    target = {"truth": batch.truths, "hindsight": targets}.get(kind)
+    if kind == "placebo":
+        control = torch.Generator(device=batch.guides.device).manual_seed(
+            cfg.seed * 10**6 + iteration)
+        target = placebo_targets(targets, control)
+    right = torch.where(batch.guides == target, 1.0, -1.0)
+    return torch.where((batch.guides >= 0) & (target >= 0), right, 0.0)
+
+
+# --- Hindsight: a guide's target from the agent's own rollouts ---
+
+HINDSIGHT_DISCOUNT = 0.95  # V(s) counts a success k moves after s as 0.95^k: nearer is better
+HINDSIGHT_MEMORY = 0.9     # each iteration, what earlier iterations saw weighs 0.9 times less
+POSITIVE, NEUTRAL, NEGATIVE = range(3)  # GUIDES' indices
+
+
+def hindsight_targets(batch: sg.Rollouts, values: dict) -> torch.Tensor:
+    """The word each guide is paid against under --guide-advantage hindsight, drawn from the
+    agent's own rollouts and nothing else: (N, T) indices into GUIDES, -1 where there is none.
+
+    V(s) is the success the agent reached from state s (a maze's cell, as o_t names it): the
+    mean over every visit of HINDSIGHT_DISCOUNT^(moves left) x R_env. z_t judges the move
+    from s_{t-1} to s_t, and its target is the sign of V(s_t) - V(s_{t-1}): positive,
+    negative, or neutral for a bump (the cell did not change). z_t's target is fixed before z_t
+    is written (s_{t-1} and s_t are known), and rollout i's V leaves out its own visits (it is
+    the other rollouts' of this iteration, and what earlier ones saw), so a word cannot earn its
+    target by steering: it can change which moves rollout i makes later, never what a cell is
+    worth. Where V cannot tell (a cell no other rollout reached, or two cells with
+    one value) there is no target. `values` carries {(maze, cell): [discounted successes,
+    visits]} across iterations: decayed by HINDSIGHT_MEMORY, then this batch's visits added
+    (in place)."""
+    cells, steps = batch.cells.tolist(), batch.steps.tolist()
+    mazes, success = batch.mazes.tolist(), batch.env_return.tolist()
+    own = []  # per rollout, {(maze, cell): [discounted successes, visits]}
+    for i, row in enumerate(cells):
+        visits = {}
+        for t in range(steps[i]):  # o_t is seen with steps - t moves left
+            entry = visits.setdefault((mazes[i], row[t]), [0.0, 0])
+            entry[0] += HINDSIGHT_DISCOUNT ** (steps[i] - t) * success[i]
+            entry[1] += 1
+        own.append(visits)
+    for key in list(values):
+        values[key] = [v * HINDSIGHT_MEMORY for v in values[key]]
+        if values[key][1] < 0.01:  # unseen for about 45 iterations: forgotten
+            del values[key]
+    for visits in own:
+        for key, (total, count) in visits.items():
+            entry = values.setdefault(key, [0.0, 0.0])
+            entry[0], entry[1] = entry[0] + total, entry[1] + count
+
+    def value(i, cell):  # V(cell) without rollout i's own visits; None if no one else came
+        total, count = values[(mazes[i], cell)]
+        mine_total, mine_count = own[i][(mazes[i], cell)]
+        rest = count - mine_count
+        return (total - mine_total) / rest if rest > 1e-6 else None
+
+    targets = torch.full(batch.cells.shape, -1, dtype=torch.long, device="cpu")  # filled by hand
+    for i, row in enumerate(cells):
+        for t in range(1, steps[i]):  # z_0 judges no move
+            if row[t] == row[t - 1]:
+                targets[i, t] = NEUTRAL  # a bump: nothing changed
+                continue
+            after, before = value(i, row[t]), value(i, row[t - 1])
+            if after is not None and before is not None and after != before:
+                targets[i, t] = POSITIVE if after > before else NEGATIVE
+    return targets.to(batch.cells.device)
+
+
+def placebo_targets(targets: torch.Tensor, generator) -> torch.Tensor:
+    """The placebo (--guide-advantage placebo): the hindsight targets with each move's word
+    redrawn by a fair coin, positive or negative; bumps stay neutral, and where hindsight has
+    no target neither does the placebo. It pays as often as hindsight and carries no
+    information about a move, and no word can farm it: on a move, positive and negative each
+    earn 0 on average, neutral -1."""
+    coin = torch.randint(2, targets.shape, generator=generator, device=targets.device) * 2
+    return torch.where((targets == POSITIVE) | (targets == NEGATIVE), coin, targets)
+
+
+def parse_args(argv=None) -> Config:
+    """This command line: selfguide.py's, with the research settings."""
+    return sg.parse_config(argv, Config)
+
+
+if __name__ == "__main__":
+    sg.main(settings=Config)
