@@ -64,9 +64,7 @@ import os
 import random
 import shutil
 import signal
-import sys
 import time
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -74,20 +72,18 @@ import torch
 import torch.nn.functional as F
 import transformers
 from tqdm.auto import tqdm
-from transformers.utils import logging as transformers_logging
 
 import toy_env
 from toy_env import ACTIONS, GUIDES, GridWorld
 
-transformers_logging.disable_progress_bar()  # a tiny model loads at once: no loading bars
+transformers.utils.logging.disable_progress_bar()  # a tiny model loads at once: no bars
 
 
-def setting(default, help: str, choices=None):
-    """A Config field that documents itself; the command line is generated from these."""
-    return field(default=default, metadata={"help": help, "choices": choices})
+def setting(default, help: str, choices=None):  # a Config field that documents itself (--help)
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
 
 
-@dataclass
+@dataclasses.dataclass
 class Config:
     # the maze (toy_env.GridWorld)
     size: int = setting(12, "maze side length")
@@ -106,10 +102,10 @@ class Config:
     prior_lr: float = setting(3e-3, "peak learning rate of cloning (cosine decay)")
     cue_noise: float = setting(toy_env.CUE_NOISE, "share of its moves the demonstrator misjudges")
     # Self-Guide
-    variant: str = setting("sg_gr", "grpo: no guide; sg: guides, lambda 0; sg_gr: and their "
+    variant: str = setting("sg_gr", "grpo: R_env only; sg: guides, lambda 0; sg_gr: and their "
                                     "reward", ["grpo", "sg", "sg_gr"])
-    internal_reward: str = setting("guide", "r_t: guide (the paper); controls: oracle (true "
-                                            "progress) or random", ["guide", "oracle", "random"])
+    internal_reward: str = setting("guide", "r_t: guide (the paper), or the controls oracle and "
+                                            "random", ["guide", "oracle", "random"])
     schedule: str = setting("trapezoid", "lambda(u): the paper's trapezoid, or an ablation",
                             ["trapezoid", "immediate", "never", "no_anneal"])
     enter_at: float = setting(0.5, "fraction of training at which lambda starts to rise")
@@ -119,8 +115,7 @@ class Config:
     guide_advantage: str = setting("env", "guide tokens' advantage: composite (the paper) or "
                                           "env (a guard)", ["composite", "env"])
     kl_guide: float = setting(0.1, "weight of the KL to the prior on guide tokens (a guard)")
-    guide_temperature: float = setting(0.1, "sampling temperature of guides (training, sampled "
-                                            "evaluations)")
+    guide_temperature: float = setting(0.1, "sampling temperature of guides (departure 7)")
     # GRPO
     iterations: int = setting(150, "GRPO iterations")
     tasks_per_iter: int = setting(16, "tasks (groups) per iteration")
@@ -129,8 +124,7 @@ class Config:
     update_epochs: int = setting(2, "passes over each iteration's rollouts")
     minibatches: int = setting(4, "minibatches per pass; each after the first lets the clip act")
     clip: float = setting(0.2, "PPO clip range of the importance ratio")
-    advantage: str = setting("grpo", "grpo: (R - mean) / std; drgrpo: R - mean (Dr. GRPO)",
-                             ["grpo", "drgrpo"])
+    advantage: str = setting("grpo", "grpo: (R - mean) / std; drgrpo: R - mean", ["grpo", "drgrpo"])
     max_grad_norm: float = setting(1.0, "gradient clipping")
     kl_action: float = setting(0.0, "weight of the KL to the prior on action tokens")
     temperature: float = setting(1.0, "sampling temperature of actions in training")
@@ -145,8 +139,7 @@ class Config:
     threads: int = setting(0, "CPU threads for torch (0: torch's default)")
     out: str = setting("", "run folder (default runs/<variant>-seed<seed>)")
     init_from: str = setting("", "start from this saved policy instead of the prior")
-    eval_only: bool = setting(False, "only evaluate --init-from (or the prior), greedy and "
-                                     "sampled, and exit")
+    eval_only: bool = setting(False, "only evaluate --init-from (or the prior), and exit")
     show: int = setting(0, "print this many held-out episodes step by step (greedy)")
 
     def __post_init__(self):
@@ -157,22 +150,19 @@ class Config:
         return self.variant != "grpo"
 
     # The seams: experiments/research.py's Config subclass overrides these four to run the
-    # report's variants; each default is the method's own behaviour.
+    # report's variants: the maze every episode is played in; one episode of Stage 0's
+    # demonstrator; whether to stop cloning after this update; an iteration's advantages.
     def make_env(self) -> GridWorld:
-        """The maze every episode is played in."""
         return GridWorld(self.size, self.wall_prob, self.min_distance, self.max_steps,
                          cue=self.cue)
 
-    def demonstrate(self, env: GridWorld, seed: int):
-        """One episode of Stage 0's demonstrator: toy_env.demonstrate's (steps, infos)."""
+    def demonstrate(self, env: GridWorld, seed: int):  # (steps, infos)
         return toy_env.demonstrate(env, seed=seed, cue_noise=self.cue_noise)
 
-    def cloned_enough(self, policy, updates: int) -> bool:
-        """Asked after each cloning update: stop Stage 0 there? (No: --prior-epochs decide.)"""
+    def cloned_enough(self, policy, updates: int) -> bool:  # no: --prior-epochs decide
         return False
 
-    def advantages(self, batch, trust: float, iteration: int, state) -> tuple:
-        """An iteration's token advantages (N, L) and composite returns (N,)."""
+    def advantages(self, batch, trust: float, iteration: int, state) -> tuple:  # (N, L), (N,)
         return iteration_advantages(batch, self, trust, iteration)
 
 
@@ -257,8 +247,7 @@ def trust_schedule(iteration: int, total: int, kind: str = "trapezoid",
 
 
 def trust_at(cfg: Config, iteration: int) -> float:
-    """lambda(u) of this run: the schedule where an internal reward is paid (the full method,
-    GRPO's oracle control), 0 elsewhere."""
+    """lambda(u) of this run: its schedule where an internal reward is paid, else 0."""
     paid = cfg.variant == "sg_gr" or (cfg.variant == "grpo" and cfg.internal_reward != "guide")
     return trust_schedule(iteration, cfg.iterations, cfg.schedule if paid else "never",
                           cfg.enter_at)
@@ -276,8 +265,7 @@ def composite_return(env_return, rewards, trust: float):
 
 
 # --- GRPO: group-normalised advantages (A_i = (R_i - mean R) / (std R + eps)) ---
-def zero_variance(returns: torch.Tensor) -> torch.Tensor:
-    """(num_groups, G) -> (num_groups,) bool: every rollout of the group got the same return."""
+def zero_variance(returns: torch.Tensor) -> torch.Tensor:  # (groups, G) -> (groups,): all equal?
     return (returns == returns[:, :1]).all(dim=1)
 
 
@@ -381,20 +369,17 @@ def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
 
 # --- Vocabulary and tokenizer: one word, one token ---
 # The mode token says whether the episode has a guide slot: one prior acts both ways.
-
 SPECIAL = ["<pad>", "<unk>", "<bos>", "<eos>", "<guided>", "<unguided>"]
 WORDS = SPECIAL + list(GUIDES) + list(ACTIONS) + list(toy_env.OBSERVATION_VOCAB)
 WORD_ID = {word: i for i, word in enumerate(WORDS)}
-PAD, BOS, EOS, GUIDED, UNGUIDED = (WORD_ID[w] for w in ["<pad>", "<bos>", "<eos>", "<guided>",
-                                                         "<unguided>"])
+PAD, UNK, BOS, EOS, GUIDED, UNGUIDED = range(len(SPECIAL))
 GUIDE_IDS = [WORD_ID[w] for w in GUIDES]
 ACTION_IDS = [WORD_ID[w] for w in ACTIONS]
 WRITABLE_IDS = GUIDE_IDS + ACTION_IDS  # the only words the agent ever writes
 assert PAD == SLOT_CONTEXT == 0  # right-padding a stream with zeros pads tokens and slots alike
 
 
-def build_tokenizer():
-    """A word-level PreTrainedTokenizerFast over WORDS, built in code (nothing downloaded)."""
+def build_tokenizer():  # word-level, over WORDS, built in code (nothing downloaded)
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
     backend = Tokenizer(models.WordLevel(vocab=WORD_ID, unk_token="<unk>"))
@@ -415,21 +400,18 @@ def slot_vocab_mask(device) -> torch.Tensor:
     return mask
 
 
-def writable_column(device) -> torch.Tensor:
-    """(V,) each writable word's column in WRITABLE_IDS order (0 for the others: context)."""
+def writable_column(device) -> torch.Tensor:  # (V,): a writable word's column in WRITABLE_IDS
     column = torch.zeros(len(WORDS), dtype=torch.long, device=device)
     column[WRITABLE_IDS] = torch.arange(len(WRITABLE_IDS), device=device)
     return column
 
 
 # --- Policy: a tiny GPT-2, and the log-probs of what it writes ---
-def episode_length(cfg: Config) -> int:
-    """Tokens in the longest episode: <bos> <mode>, then per step o_t's words, z_t and a_t."""
+def episode_length(cfg: Config) -> int:  # <bos> <mode>, then per step o_t's words, z_t, a_t
     return 2 + cfg.max_steps * (cfg.make_env().observation_length + 2)
 
 
-def vocab_size(cfg: Config) -> int:
-    """Words the policy's embedding holds: WORDS up to the last the maze can show."""
+def vocab_size(cfg: Config) -> int:  # WORDS up to the last the maze can show
     return len(WORDS) - len(toy_env.OBSERVATION_VOCAB) + cfg.make_env().words
 
 
@@ -444,8 +426,7 @@ def make_policy(cfg: Config):
 
 
 def writable_logits(policy, tokens, cache=None) -> torch.Tensor:
-    """The writable words' logits, (N, L) -> (N, L, W), by transformers' own forward (with
-    the rollout's DynamicCache, tokens are only the new ones)."""
+    """(N, L) -> (N, L, W) by transformers' forward (with a cache, the new tokens only)."""
     return policy(tokens, cache=cache, use_cache=cache is not None).logits[..., WRITABLE_IDS]
 
 
@@ -475,15 +456,13 @@ def last_block_logits(policy, tokens, positions) -> torch.Tensor:
     return gpt.ln_f(hidden) @ policy.lm_head.weight[WRITABLE_IDS].T         # (N, Q, W)
 
 
-def scored_positions(slots) -> torch.Tensor:
-    """(Q,) the positions where any row of slots (N, L) holds a guide or an action."""
+def scored_positions(slots) -> torch.Tensor:  # (Q,): where any row holds a guide or action
     return (slots != SLOT_CONTEXT).any(0).nonzero().squeeze(-1)
 
 
 def constrained_logprobs(logits, target_slots, temperature: float = 1.0,
                          guide_temperature: float | None = None) -> torch.Tensor:
-    """The distribution the rollout samples from: logits (N, Q, W) and the slots they predict
-    (N, Q) -> log-probs (N, Q, W), -inf off the slot's words; guides at guide_temperature."""
+    """The rollout's distribution: logits (N, Q, W), their slots (N, Q) -> log-probs (N, Q, W)."""
     allowed = slot_vocab_mask(logits.device)[target_slots]                   # (N, Q, W)
     by_slot = [1.0, temperature if guide_temperature is None else guide_temperature, temperature]
     temperatures = torch.tensor(by_slot, device=logits.device)[target_slots, None]  # (N, Q, 1)
@@ -492,8 +471,7 @@ def constrained_logprobs(logits, target_slots, temperature: float = 1.0,
 
 def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
                    guide_temperature: float | None = None) -> torch.Tensor:
-    """log pi of each written token as the rollout sampled it, recomputed by a training pass:
-    tokens, slots (N, L) -> (N, L), 0 at context positions."""
+    """log pi of each written token as sampled, by a training pass: (N, L), 0 in context."""
     targets = scored_positions(slots)                   # (Q,), all >= 1; position p predicts p+1
     logits = last_block_logits(policy, tokens, targets - 1)                 # (N, Q, W)
     logp = constrained_logprobs(logits, slots[:, targets], temperature, guide_temperature)
@@ -509,29 +487,21 @@ EVAL_SEED_BASE = toy_env.HELD_OUT_TASKS     # held-out 10^9 on
 
 
 @lru_cache(maxsize=2**16)  # mazes repeat their observations
-def observation_ids(observation: str) -> tuple:
-    """The token ids of an observation's words, and the cell it names (R x MAX_SIZE + C)."""
+def observation_ids(observation: str) -> tuple:  # (token ids, the cell: R x MAX_SIZE + C)
     row, column = toy_env.parse_observation(observation)[0]
     return tuple(WORD_ID[word] for word in observation.split()), row * toy_env.MAX_SIZE + column
 
 
-def encode_episode(steps, guided: bool):
-    """A demonstrator episode [(o_t, z_t, a_t), ...] as the rollout's stream: (ids, slots)."""
+def encode_episode(steps, guided: bool):  # [(o_t, z_t, a_t), ...] -> (ids, slots)
     tokens, slots = [BOS, GUIDED if guided else UNGUIDED], [SLOT_CONTEXT, SLOT_CONTEXT]
     for observation, guide, action in steps:
-        words = observation_ids(observation)[0]
-        tokens += words
-        slots += [SLOT_CONTEXT] * len(words)
-        if guided:
-            tokens.append(WORD_ID[guide])
-            slots.append(SLOT_GUIDE)
-        tokens.append(WORD_ID[action])
-        slots.append(SLOT_ACTION)
+        words = list(observation_ids(observation)[0])
+        tokens += words + ([WORD_ID[guide]] if guided else []) + [WORD_ID[action]]
+        slots += [SLOT_CONTEXT] * len(words) + [SLOT_GUIDE] * guided + [SLOT_ACTION]
     return tokens, slots
 
 
-def demonstration_corpus(cfg: Config):
-    """(tokens, slots), each (2 * prior_episodes, L): every episode in both formats."""
+def demonstration_corpus(cfg: Config):  # (2 x prior_episodes, L) each: both formats
     env, tokens, slots, length = cfg.make_env(), [], [], episode_length(cfg)
     for i in tqdm(range(cfg.prior_episodes), desc="demonstrations", leave=False):
         steps, _ = cfg.demonstrate(env, PRIOR_SEED_BASE + cfg.seed * 10**6 + i)
@@ -542,8 +512,7 @@ def demonstration_corpus(cfg: Config):
 
 
 def clone_demonstrator(policy, tokens, slots, cfg: Config, device):
-    """Behaviour cloning of the demonstrator's guides and actions (never its observations),
-    cosine-decayed; yields each update's loss, so the caller can stop early."""
+    """Behaviour cloning of the guides and actions (not observations); yields each loss."""
     generator = torch.Generator().manual_seed(cfg.seed)
     updates = cfg.prior_epochs * math.ceil(len(tokens) / cfg.prior_batch)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.prior_lr, weight_decay=0.0)
@@ -562,7 +531,7 @@ def clone_demonstrator(policy, tokens, slots, cfg: Config, device):
 
 
 # --- Rollout: all episodes advance together, one token stream each, KV-cached ---
-@dataclass
+@dataclasses.dataclass
 class Rollouts:
     """A batch of N finished episodes; T = max_steps, L = their token length."""
     tokens: torch.Tensor         # (N, L) <pad> after an episode ends
@@ -576,14 +545,6 @@ class Rollouts:
     optimal: torch.Tensor        # (N,) shortest path at the start
     mazes: torch.Tensor          # (N,) the maze each episode is played in (GridWorld.maze)
     guide_probs: torch.Tensor | None = None  # (N, T, 3) z_t's distribution at temperature 1
-
-
-def sample_slot(logits, slot: int, allowed, temperature: float, greedy: bool, generator):
-    """Constrained decoding among the slot's words: logits (N, W) -> choices, log-probs (N,)."""
-    logp = torch.log_softmax(logits.masked_fill(~allowed[slot], -math.inf) / temperature, -1)
-    choice = (logp.argmax(-1) if greedy
-              else torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1))
-    return choice, logp.gather(-1, choice[:, None]).squeeze(-1)
 
 
 @torch.no_grad()  # playing needs no gradients; the update recomputes what it trains
@@ -612,6 +573,12 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
         logprobs = torch.zeros(tokens.shape, device=device) if logprobs is None else logprobs
         blocks.append((tokens, slots, torch.where(slots != SLOT_CONTEXT, logprobs, 0.0)))
 
+    def sample(logits, slot, temperature):  # constrained decoding: (n, W) -> (n,), (n,)
+        logp = torch.log_softmax(logits.masked_fill(~allowed[slot], -math.inf) / temperature, -1)
+        choice = (logp.argmax(-1) if greedy
+                  else torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1))
+        return choice, logp.gather(-1, choice[:, None]).squeeze(-1)
+
     pending = torch.tensor([[BOS, GUIDED if guided else UNGUIDED]] * n, device=device)
     write(pending, SLOT_CONTEXT)
     for t in range(horizon):
@@ -624,16 +591,15 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
                                                         observations], device=device), -1)
         if guided:  # z_t ~ pi(. | h_{t-1}, o_t): judge before acting
             logits = writable_logits(policy, pending, cache)[:, -1]                # (n, W)
-            guide, logp = sample_slot(logits, SLOT_GUIDE, allowed, cfg.guide_temperature,
-                                      greedy, generator)
+            guide, logp = sample(logits, SLOT_GUIDE, cfg.guide_temperature)
             guides[:, t] = torch.where(active, guide, -1)  # writable indices 0-2 are GUIDES
             guide_probs[:, t] = torch.where(active[:, None],
                                             logits[:, :len(GUIDES)].softmax(-1), 0.0)
             pending = torch.where(active, word_ids[guide], PAD)[:, None]
             write(pending, SLOT_GUIDE, logp[:, None])
         # a_t ~ pi(. | h_{t-1}, o_t, z_t)
-        action, logp = sample_slot(writable_logits(policy, pending, cache)[:, -1], SLOT_ACTION,
-                                   allowed, cfg.temperature, greedy, generator)
+        action, logp = sample(writable_logits(policy, pending, cache)[:, -1], SLOT_ACTION,
+                              cfg.temperature)
         action = word_ids[action]
         pending = torch.where(active, action, PAD)[:, None]
         write(pending, SLOT_ACTION, logp[:, None])
@@ -678,13 +644,11 @@ def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: 
     else:
         action_advantage = group_advantages(returns.view(grouped), scale=scale).flatten() \
             [:, None].expand(-1, horizon)                                                  # (N, T)
-    if guide_advantage is not None:
-        pass
-    elif cfg.guide_advantage == "composite":  # the paper: a guide is trained as its action is
+    if guide_advantage is None and cfg.guide_advantage == "composite":  # the paper: a guide is
         guide_advantage = (step_credit(env_advantage, rewards, trust, cfg.group_size, scale,
                                        own=True) if cfg.credit == "step" else action_advantage)
-    else:  # env, a guard: a guide is never paid for the reward it grants
-        guide_advantage = env_advantage[:, None].expand(-1, horizon)
+    elif guide_advantage is None:  # trained as its action is; env, a guard: never paid for the
+        guide_advantage = env_advantage[:, None].expand(-1, horizon)  # reward it grants
     return per_token(batch.slots, action_advantage, guide_advantage), returns
 
 
@@ -720,23 +684,20 @@ def grpo_update(policy, optimizer, rollouts: Rollouts, token_advantages, referen
 
 # --- Evaluation: success, efficiency, and how right the guide is ---
 def revisit_moves(cells: torch.Tensor) -> torch.Tensor:
-    """(N, T) cells -> (N, T) bool: the move z_t judges went back onto a cell the episode had
-    left (a loop; a bump is no move)."""
+    """(N, T) cells -> (N, T) bool: the move z_t judges returns to a cell left (a loop)."""
     earlier = torch.ones(cells.shape[1], cells.shape[1], device=cells.device).tril(-2).bool()
     seen = ((cells[:, :, None] == cells[:, None, :]) & earlier).any(-1)         # (N, T)
     moved = F.pad(cells[:, 1:] != cells[:, :-1], (1, 0))
     return seen & moved & (cells >= 0)
 
 
-def episode_metrics(rollouts: Rollouts) -> dict:
-    """Success, steps, loops, and the guide's shares and accuracy against true progress."""
+def episode_metrics(rollouts: Rollouts) -> dict:  # success, steps, loops, the guide's figures
     success, revisits = rollouts.env_return > 0, revisit_moves(rollouts.cells)
     metrics = {"success": success.float().mean().item(),
                "steps": rollouts.steps.float().mean().item(),
                "steps_over_optimal": (rollouts.steps[success] / rollouts.optimal[success])
                .mean().item() if success.any() else None,  # None (JSON null): none succeeded
-               # looping (the paper's error analysis): moves back onto a visited cell
-               "looping_episodes": revisits.any(1).float().mean().item(),
+               "looping_episodes": revisits.any(1).float().mean().item(),  # the paper's error
                "revisits": revisits.sum(1).float().mean().item()}
     written = rollouts.guides >= 0
     if not written.any():
@@ -750,14 +711,12 @@ def episode_metrics(rollouts: Rollouts) -> dict:
               if (truth == c).any()}
     metrics["guide_accuracy"] = correct.float().mean().item() if judged.any() else None
     metrics["guide_balanced_accuracy"] = sum(recall.values()) / len(recall) if recall else None
-    # without the bumps, which greedy play makes a few times in 500 mazes: too few to estimate
-    moved = [recall[g] for g in ("positive", "negative") if g in recall]
+    moved = [recall[g] for g in ("positive", "negative") if g in recall]  # bumps are rare
     metrics["guide_progress_accuracy"] = sum(moved) / len(moved) if moved else None
     return metrics
 
 
-def rollout_log(batch: Rollouts, returns, cfg: Config) -> dict:
-    """The log line's training figures, with the share of groups that carry no signal."""
+def rollout_log(batch: Rollouts, returns, cfg: Config) -> dict:  # the log line's training figures
     grouped = (-1, cfg.group_size)
     guide_rewards = step_rewards(batch.guides, batch.truths)  # g(z_t), logged whatever R used
     return {**episode_metrics(batch), "env_return": batch.env_return.mean().item(),
@@ -768,8 +727,7 @@ def rollout_log(batch: Rollouts, returns, cfg: Config) -> dict:
                 zero_variance(batch.env_return.view(grouped)).float().mean().item()}
 
 
-def concat_rollouts(parts) -> Rollouts:
-    """Batches of rollouts as one, their streams right-padded with 0 (<pad>, context, 0)."""
+def concat_rollouts(parts) -> Rollouts:  # one batch, streams right-padded with 0
     width, merged = max(p.tokens.shape[1] for p in parts), {}
     for f in dataclasses.fields(Rollouts):
         tensors = [getattr(p, f.name) for p in parts]
@@ -794,13 +752,11 @@ def evaluate(policy, cfg: Config, guided: bool, greedy=True, passes=1, batch_siz
     return episode_metrics(play_held_out(policy, cfg, guided, greedy, passes, batch_size))
 
 
-def metric_text(value, digits: int) -> str:
-    """A metric for a table or a log line; '-' where it is undefined (None)."""
+def metric_text(value, digits: int) -> str:  # '-' where a metric is undefined (None)
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def format_metrics(metrics: dict) -> str:
-    """One line: success, steps, and the guide's shares and balanced accuracy if it has one."""
+def format_metrics(metrics: dict) -> str:  # one line: success, steps, the guide's figures
     line = f"success {metrics['success']:.3f}  steps {metrics['steps']:.1f}"
     if "share_positive" in metrics:
         line += (f"  guide +/0/- {metrics['share_positive']:.2f}/{metrics['share_neutral']:.2f}/"
@@ -810,7 +766,7 @@ def format_metrics(metrics: dict) -> str:
 
 
 # --- Training: the GRPO loop with Self-Guide ---
-@dataclass
+@dataclasses.dataclass
 class TrainState:
     """What a run carries from one iteration to the next, besides the policy's weights."""
     optimizer: torch.optim.Optimizer
@@ -818,8 +774,8 @@ class TrainState:
     sampler: torch.Generator        # samples guides and actions
     shuffler: torch.Generator       # orders the minibatches
     iteration: int = 0              # iterations done
-    records: list = field(default_factory=list)  # one per iteration: the log's lines
-    carry: dict = field(default_factory=dict)    # what an experiment's Config.advantages keeps
+    records: list = dataclasses.field(default_factory=list)  # one per iteration: the log
+    carry: dict = dataclasses.field(default_factory=dict)    # an experiment's (Config.advantages)
 
 
 def new_train_state(policy, cfg: Config) -> TrainState:
@@ -880,8 +836,7 @@ def train(policy, reference, cfg: Config, log_file=None) -> list[dict]:
     return state.records
 
 
-def final_metrics(records: list, count: int) -> dict:
-    """A run's final score: each held-out metric's mean over its last `count` evaluations."""
+def final_metrics(records: list, count: int) -> dict:  # held-out means over the last `count`
     evaluations = [r["eval"] for r in records if "eval" in r][-count:]
     final = {}
     for key in evaluations[-1]:
@@ -904,8 +859,7 @@ def flag(name: str) -> str:
     return name.replace("_", "-")  # group_size -> group-size
 
 
-def check_config(cfg: Config):
-    """A ValueError, one clear line, for the first setting that cannot run (Config calls it)."""
+def check_config(cfg: Config):  # a ValueError, one clear line, for a setting that cannot run
     for f in dataclasses.fields(cfg):  # nan or inf would train, silently, on garbage
         if f.type == "float" and not math.isfinite(getattr(cfg, f.name)):
             raise ValueError(f"--{flag(f.name)} must be a finite number")
@@ -933,15 +887,15 @@ def check_config(cfg: Config):
              "internal reward (lambda = 0): use sg_gr for a control (or grpo for the oracle)"),
             (cfg.internal_reward == "random" and not cfg.guided, "--internal-reward random draws "
              "with the shares of the policy's guides: it needs a guide slot (--variant sg_gr)"),
-            (first < EVAL_SEED_BASE + cfg.eval_tasks and EVAL_SEED_BASE < first + cfg.prior_episodes,
-             f"--seed {cfg.seed} would clone its prior on the held-out mazes: choose another")]:
+            (first < EVAL_SEED_BASE + cfg.eval_tasks and EVAL_SEED_BASE < first
+             + cfg.prior_episodes, f"--seed {cfg.seed} would clone its prior on the held-out "
+                                   f"mazes: choose another")]:
         if wrong:
             raise ValueError(message)
     cfg.make_env()  # the environment's own checks, with its own messages
 
 
-def add_settings(parser, settings):
-    """A --flag per field of the dataclass `settings`; with a Config, --paper-faithful too."""
+def add_settings(parser, settings):  # a --flag per field; and --paper-faithful
     for f in dataclasses.fields(settings):
         kind = ({"action": argparse.BooleanOptionalAction} if isinstance(f.default, bool)
                 else {"type": type(f.default), "choices": f.metadata["choices"]})
@@ -952,8 +906,7 @@ def add_settings(parser, settings):
                                 f"--{flag(k)} {v}" for k, v in PAPER_FAITHFUL.items()))
 
 
-def parse_settings(parser, argv=None) -> dict:
-    """The command line's values; --paper-faithful sets PAPER_FAITHFUL's (a flag still wins)."""
+def parse_settings(parser, argv=None) -> dict:  # the values; --paper-faithful's as defaults
     values = vars(parser.parse_args(argv))
     if values.pop("paper_faithful"):
         parser.set_defaults(**PAPER_FAITHFUL)
@@ -962,8 +915,7 @@ def parse_settings(parser, argv=None) -> dict:
     return values
 
 
-def parse_config(argv=None, settings=Config) -> Config:
-    """The command line as `settings` (Config, or an experiment's subclass of it)."""
+def parse_config(argv=None, settings=Config) -> Config:  # as `settings`: Config or a subclass
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_settings(parser, settings)
@@ -987,8 +939,7 @@ def pick_device(name: str) -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise SystemExit(f"error: unknown --device {name!r}; use auto, cpu, cuda or cuda:N") \
-            from None
+        raise SystemExit(f"error: unknown --device {name!r}; use auto, cpu, cuda or cuda:N")
     if device.type == "cuda":  # same seed, same GPU, same numbers: no atomics in the backward
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before cuBLAS starts
         torch.use_deterministic_algorithms(True)
@@ -1012,8 +963,7 @@ def write_atomic(path, text: str):
 
 
 def save_policy(policy, folder, whole: bool = False):
-    """save_pretrained (model and tokenizer) renamed in file by file, the weights last; whole
-    (a cache entry): the folder renamed into place, unless another process's copy is there."""
+    """save_pretrained, renamed in file by file, weights last; whole: the folder at once."""
     folder, temporary = Path(folder), partial_path(folder)
     (folder.parent if whole else folder).mkdir(parents=True, exist_ok=True)
     try:
@@ -1032,8 +982,7 @@ def save_policy(policy, folder, whole: bool = False):
         shutil.rmtree(temporary, ignore_errors=True)
 
 
-def load_policy(folder, cfg: Config, device):
-    """A saved policy; config.json is checked first: a wrong folder is one clear line."""
+def load_policy(folder, cfg: Config, device):  # config.json first: a wrong folder is one line
     from transformers import AutoModelForCausalLM
     path = Path(folder)
     if not (path / "config.json").exists() or not (path / "model.safetensors").exists():
@@ -1050,27 +999,21 @@ def load_policy(folder, cfg: Config, device):
 
 # --- The prior's cache: one Stage 0 per setting, shared by every run ---
 def train_prior(cfg: Config, device):
-    """Stage 0: a new policy cloned on the demonstrations until --prior-epochs or
-    cfg.cloned_enough. Returns (prior, losses)."""
+    """Stage 0: a new policy cloned for --prior-epochs (or cfg.cloned_enough): (prior, losses)."""
     torch.manual_seed(cfg.seed)
-    policy = make_policy(cfg).to(device)
-    tokens, slots = demonstration_corpus(cfg)
-    losses = []
-    with tqdm(total=cfg.prior_epochs * math.ceil(len(tokens) / cfg.prior_batch),
-              desc="Stage 0 cloning", leave=False) as bar:
-        for loss in clone_demonstrator(policy, tokens, slots, cfg, device):
-            losses.append(loss)
-            bar.update()
-            bar.set_postfix(loss=f"{loss:.3f}")
-            if cfg.cloned_enough(policy, len(losses)):
-                break
+    policy, (tokens, slots), losses = make_policy(cfg).to(device), demonstration_corpus(cfg), []
+    updates = cfg.prior_epochs * math.ceil(len(tokens) / cfg.prior_batch)
+    for loss in tqdm(clone_demonstrator(policy, tokens, slots, cfg, device), "Stage 0", updates,
+                     leave=False):
+        losses.append(loss)
+        if cfg.cloned_enough(policy, len(losses)):
+            break
     policy.config.stage0 = {"updates": len(losses)}
     return policy.eval(), losses
 
 
 def prior_key(cfg: Config) -> str:
-    """The settings a prior depends on: the method's, and a subclass's own where they leave
-    their defaults (an experiment's world and prior)."""
+    """The method's settings a prior depends on, and a subclass's own that left its default."""
     names = ["size", "wall_prob", "min_distance", "max_steps", "cue", "cue_noise", "n_layer",
              "n_embd", "n_head", "prior_episodes", "prior_epochs", "prior_batch", "prior_lr",
              "seed"]
@@ -1082,31 +1025,22 @@ def prior_key(cfg: Config) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def load_or_train_prior(cfg: Config, device):
-    """The Stage 0 prior, from the cache if there (an entry that cannot be loaded is named in
-    one line and cloned again)."""
+def load_or_train_prior(cfg: Config, device):  # from the cache if there
     folder = Path(cfg.prior_cache) / f"prior-{prior_key(cfg)}"
     if folder.exists():
-        try:
-            return load_policy(folder, cfg, device)
-        except (Exception, SystemExit) as error:  # SystemExit: load_policy's verdict
-            reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            tqdm.write(f"warning: the cached prior {folder} cannot be loaded ({reason}); "
-                       f"cloning it again", file=sys.stderr)
-            shutil.rmtree(folder, ignore_errors=True)
+        return load_policy(folder, cfg, device)
     start = time.perf_counter()
     policy, losses = train_prior(cfg, device)
     tqdm.write(f"Stage 0 prior: {cfg.prior_episodes} demonstrations, cloned (both formats) in "
                f"{time.perf_counter() - start:.0f} s, {len(losses)} updates, final loss "
                f"{losses[-1]:.3f} -> {folder}")
-    save_policy(policy, folder, whole=True)
+    save_policy(policy, folder, whole=True)  # (another process's copy, if it was first, stays)
     return policy
 
 
 # --- One run: train (or --eval-only), the summary table, --show ---
 def show_episodes(policy, cfg: Config, count: int, guided: bool) -> str:
-    """The first `count` held-out episodes (greedy) in 80 columns: each step's guide against
-    what the move truly did, the path on the map, the outcome (toy_env.episode_text)."""
+    """The first `count` held-out episodes, greedy, as toy_env.episode_text writes them."""
     seeds = [EVAL_SEED_BASE + i for i in range(count)]
     batch, texts = rollout(policy, seeds, guided, cfg, greedy=True), []
     for i, seed in enumerate(seeds):
@@ -1118,8 +1052,7 @@ def show_episodes(policy, cfg: Config, count: int, guided: bool) -> str:
     return "\n\n".join(texts)
 
 
-def summary_table(rows) -> str:
-    """rows: [(name, metrics)] -> a Markdown table."""
+def summary_table(rows) -> str:  # rows: [(name, metrics)] -> a Markdown table.
     lines = ["| policy | success | steps | steps / optimal | guide bal. acc. | positive guides |",
              "|---|---|---|---|---|---|"]
     for name, m in rows:
@@ -1130,8 +1063,7 @@ def summary_table(rows) -> str:
     return "\n".join(lines)
 
 
-def checked_folder(path, option: str):
-    """Create `path` and check a file can be written there; else one clear line."""
+def checked_folder(path, option: str):  # created, and writable: else one clear line
     try:
         Path(path).mkdir(parents=True, exist_ok=True)
         (Path(path) / f".selfguide-write-test-{os.getpid()}").touch()
@@ -1141,8 +1073,7 @@ def checked_folder(path, option: str):
                          f"({error.strerror or error})") from None
 
 
-def run_eval_only(cfg: Config, device):
-    """--eval-only: --init-from (or the prior), greedy and sampled, with and without guides."""
+def run_eval_only(cfg: Config, device):  # --eval-only: greedy and sampled, with and without guides
     policy = (load_policy(cfg.init_from, cfg, device) if cfg.init_from
               else load_or_train_prior(cfg, device))
     if cfg.show:
@@ -1154,22 +1085,19 @@ def run_eval_only(cfg: Config, device):
     return rows
 
 
-def run_training(cfg: Config, device, out: Path):
-    """The prior, the chosen variant trained from it, and the summary table."""
-    clock = [time.perf_counter()]  # Stage 0, the prior's evaluations, training
+def run_training(cfg: Config, device, out: Path):  # prior, training, the summary table
+    start = time.perf_counter()
     prior = load_or_train_prior(cfg, device)
     policy = load_policy(cfg.init_from, cfg, device) if cfg.init_from else copy.deepcopy(prior)
-    clock.append(time.perf_counter())
     rows = [("prior, no guide (ReAct)", evaluate(prior, cfg, guided=False)),
             ("prior, guide (ReAct w/ SG)", evaluate(prior, cfg, guided=True))]
-    clock.append(time.perf_counter())
+    stage0 = time.perf_counter() - start
     for name, metrics in rows:
         tqdm.write(f"{name}: {format_metrics(metrics)}")
     write_atomic(out / "selfguide_config.json", json.dumps(dataclasses.asdict(cfg), indent=2))
     with open(out / "log.jsonl", "w") as log_file:  # a line per iteration, flushed as it comes
         try:
             records = train(policy, prior, cfg, log_file)
-            clock.append(time.perf_counter())
         except KeyboardInterrupt:
             save_policy(policy, out)
             print(f"\nstopped by Ctrl-C or SIGTERM; the policy trained so far is saved in {out}")
@@ -1179,17 +1107,15 @@ def run_training(cfg: Config, device, out: Path):
              (f"trained ({cfg.variant}), mean of the last {cfg.final_evals} evaluations",
               final_metrics(records, cfg.final_evals))]
     write_atomic(out / "summary.md", summary_table(rows) + "\n")
-    stage0, prompting, training = (b - a for a, b in zip(clock, clock[1:]))
     print(f"\n{summary_table(rows)}\n\ngreedy, {cfg.eval_tasks} held-out tasks; policy, config "
-          f"and log.jsonl in {out}\ntime: Stage 0 {stage0:.0f} s, the prior's evaluations "
-          f"{prompting:.0f} s, GRPO {training:.0f} s (with its held-out evaluations)")
+          f"and log.jsonl in {out}\ntime: Stage 0 and the prior's evaluations {stage0:.0f} s, "
+          f"GRPO {time.perf_counter() - start - stage0:.0f} s (with its held-out evaluations)")
     if cfg.show:
         print("\n" + show_episodes(policy, cfg, cfg.show, cfg.guided))
     return rows
 
 
-def stop_like_ctrl_c(signum, frame):
-    """SIGTERM (a killed job, a shutdown) stops a run as Ctrl-C does: what is trained is saved."""
+def stop_like_ctrl_c(signum, frame):  # SIGTERM stops a run as Ctrl-C does: the policy is saved
     raise KeyboardInterrupt
 
 

@@ -72,9 +72,9 @@ class Config(sg.Config):
             raise ValueError("--dist shows the distance in place of the cue (on by default): "
                              "add --no-cue")
         first = sg.PRIOR_SEED_BASE + self.seed * 10**6  # the demonstrations' first task
-        if first < CALIBRATION_SEED_BASE + 200 and CALIBRATION_SEED_BASE < first + self.prior_episodes:
+        if first < CALIBRATION_SEED_BASE + 200 < first + self.prior_episodes + 200:
             raise ValueError(f"--seed {self.seed} would clone its prior on the calibration "
-                             f"mazes (its demonstrations are tasks {first} on); choose another seed")
+                             f"mazes: choose another")
         super().__post_init__()
 
     def make_env(self) -> toy_env.GridWorld:

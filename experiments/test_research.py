@@ -325,12 +325,9 @@ def test_hindsights_critic_pays_each_move_the_targets_word_as_r_t_and_the_guides
         rs.iteration_advantages(batch, cfg, 1.0, 3)
 
 
-def test_a_critic_iteration_pays_the_moves_from_the_targets_of_its_rollouts_and_carries_v(
-        monkeypatch):
-    """One iteration of the critic, replayed: its targets from the carried table, its token
-    advantages those iteration_advantages gives with them, the table carried the replay's."""
-    cfg = research_config(variant="sg_gr", internal_reward="hindsight", schedule="immediate",
-                          iterations=2, eval_every=5)
+def first_iteration(monkeypatch, cfg):
+    """A run's first iteration, and its replay: (the token advantages it handed the update,
+    its train state, the replayed rollouts, their hindsight targets from the replay's table)."""
     policy, advantages = research_policy(), []
     state = sg.new_train_state(policy, cfg)
     real_update = sg.grpo_update
@@ -338,10 +335,20 @@ def test_a_critic_iteration_pays_the_moves_from_the_targets_of_its_rollouts_and_
                         or real_update(*args, **kw))
     sg.grpo_iteration(policy, research_policy(seed=1), cfg, state)
     batch, replay = first_rollouts(research_policy(), cfg)
-    targets = rs.hindsight_targets(batch, replay.carry.setdefault("values", {}))
-    assert state.carry["values"] == replay.carry.setdefault("values", {}) and (targets >= 0).sum() > 0
+    values = replay.carry.setdefault("values", {})
+    return advantages[0], state, batch, rs.hindsight_targets(batch, values), values
+
+
+def test_a_critic_iteration_pays_the_moves_from_the_targets_of_its_rollouts_and_carries_v(
+        monkeypatch):
+    """One iteration of the critic, replayed: its targets from the carried table, its token
+    advantages those iteration_advantages gives with them, the table carried the replay's."""
+    cfg = research_config(variant="sg_gr", internal_reward="hindsight", schedule="immediate",
+                          iterations=2, eval_every=5)
+    advantages, state, batch, targets, values = first_iteration(monkeypatch, cfg)
+    assert state.carry["values"] == values and (targets >= 0).sum() > 0
     expected = rs.iteration_advantages(batch, cfg, 1.0, 1, targets)[0]
-    assert torch.equal(advantages[0], expected)
+    assert torch.equal(advantages, expected)
     guide = rs.iteration_advantages(batch, sg.dataclasses.replace(cfg, internal_reward="guide"),
                                     1.0, 1)[0]
     assert not torch.equal(expected, guide)  # the targets, not the guides, paid the moves
@@ -407,18 +414,11 @@ def test_a_hindsight_iteration_pays_against_the_targets_of_its_own_rollouts_and_
     """One iteration, replayed: its rollouts, their hindsight targets from the carried table,
     and the guide advantages paid against them; the table it carries is the replay's."""
     cfg = research_config(variant="sg_gr", guide_advantage="hindsight", iterations=2, eval_every=5)
-    policy, advantages = research_policy(), []
-    state = sg.new_train_state(policy, cfg)
-    real_update = sg.grpo_update
-    monkeypatch.setattr(sg, "grpo_update", lambda *args, **kw: advantages.append(args[3])
-                        or real_update(*args, **kw))
-    sg.grpo_iteration(policy, research_policy(seed=1), cfg, state)
-    batch, replay = first_rollouts(research_policy(), cfg)
-    targets = rs.hindsight_targets(batch, replay.carry.setdefault("values", {}))
-    assert state.carry["values"] == replay.carry.setdefault("values", {}) and len(state.carry["values"]) > 3
+    advantages, state, batch, targets, values = first_iteration(monkeypatch, cfg)
+    assert state.carry["values"] == values and len(values) > 3
     paid = torch.where(batch.guides == targets, 1.0, -1.0) * (targets >= 0)   # (N, T)
     guides = batch.slots == sg.SLOT_GUIDE
-    assert torch.equal(advantages[0][guides], paid[batch.guides >= 0])
+    assert torch.equal(advantages[guides], paid[batch.guides >= 0])
     assert (targets >= 0).sum() > 0
 
 
