@@ -644,11 +644,11 @@ def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: 
     else:
         action_advantage = group_advantages(returns.view(grouped), scale=scale).flatten() \
             [:, None].expand(-1, horizon)                                                  # (N, T)
-    if guide_advantage is None and cfg.guide_advantage == "composite":  # the paper: a guide is
+    if guide_advantage is None and cfg.guide_advantage == "composite":  # the paper: as actions
         guide_advantage = (step_credit(env_advantage, rewards, trust, cfg.group_size, scale,
                                        own=True) if cfg.credit == "step" else action_advantage)
-    elif guide_advantage is None:  # trained as its action is; env, a guard: never paid for the
-        guide_advantage = env_advantage[:, None].expand(-1, horizon)  # reward it grants
+    elif guide_advantage is None:  # env, a guard: a guide is never paid for the reward it grants
+        guide_advantage = env_advantage[:, None].expand(-1, horizon)
     return per_token(batch.slots, action_advantage, guide_advantage), returns
 
 

@@ -451,7 +451,7 @@ def test_checkpoints_steer_fixed_policies_and_the_run_is_selfguides_own(tmp_path
     method = rows[-1][1]  # the checkpoints' records hold the instruments' figures too
     assert {k: seed["final_metrics"][k] for k in method} == method
     # steering, replayed with that run's saved final policy and the cached prior
-    cfg = sg.parse_config(TINY_ARGS + cache)
+    cfg = sg.parse_config(TINY_ARGS + cache, research.Config)  # as the harness reads it
     prior, final = sg.load_or_train_prior(cfg, "cpu"), sg.load_policy(run, cfg, "cpu")
     assert seed["own"][-1] == instruments.evaluate(final, cfg, True)
     assert seed["steered"]["prior"][-1] == instruments.evaluate(checkpoints.Steered(prior, final), cfg, True)
@@ -467,7 +467,6 @@ def test_checkpoints_steer_fixed_policies_and_the_run_is_selfguides_own(tmp_path
     assert len(seed["probe"]) == len(checkpoints.FRACTIONS) and "\n| final | " in \
         table.split("judging the probe")[1]
     assert "written to" in capsys.readouterr().out
-
 
 
 def test_probe_table_shows_the_true_words_probability_and_the_stale_moves_where_recorded():
