@@ -676,14 +676,16 @@ def test_the_free_text_path_refuses_what_it_cannot_run_in_one_line(argv, message
     assert message in capsys.readouterr().err
 
 
-def test_two_free_text_processes_make_the_same_updates_as_one(tiny_llama, tmp_path):
-    """The free-text path on 2 processes, against 1: iteration by iteration, every figure of
-    the episodes played that log.jsonl holds is equal (the episodes themselves are not
-    saved), and the same update from the same model (to a relative 1e-4)."""
+@pytest.mark.parametrize("loss", ["bnpo", "dr_grpo"])  # every loss type the bridge offers
+def test_two_free_text_processes_make_the_same_updates_as_one(tiny_llama, tmp_path, loss):
+    """The free-text path on 2 processes, against 1, under each loss: iteration by iteration,
+    every figure of the episodes played that log.jsonl holds is equal (the episodes
+    themselves are not saved), and the same update from the same model (to a relative 1e-4).
+    Replies differ in length, so the two processes hold different token counts."""
     pytest.importorskip("accelerate")
     (text_one, one), (text_two, two) = (
         launch(tmp_path, p, f"p{p}", FREE_ARGS,
-               ["--model", str(tiny_llama), "--internal-reward", "oracle",
+               ["--model", str(tiny_llama), "--internal-reward", "oracle", "--loss", loss,
                 "--freetext-cache", str(tmp_path / "cache")], "trl_freetext.py") for p in (1, 2))
     assert "on 2 processes, whose weights agree" in text_two
     assert text_two.count("| policy | success") == 1
