@@ -73,7 +73,7 @@ def fake_episodes(freetext, count: int, guided: bool, successes=None):
 def first_rollouts(policy, cfg: sg.Config):
     """The training rollouts of a run's first iteration from `policy`, replayed: the tasks and
     draws grpo_iteration makes from a new train state. Returns (rollouts, the replay's train
-    state), whose `values` hindsight_targets fills as the iteration's would."""
+    state), whose `carry` research.Config.advantages fills as the iteration's would."""
     replay = sg.new_train_state(policy, cfg)  # its optimizer is never stepped
     seeds = [replay.tasks.randrange(sg.TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
     return sg.rollout(policy, [s for s in seeds for _ in range(cfg.group_size)], cfg.guided, cfg,

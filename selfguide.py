@@ -372,7 +372,7 @@ def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
 SPECIAL = ["<pad>", "<unk>", "<bos>", "<eos>", "<guided>", "<unguided>"]
 WORDS = SPECIAL + list(GUIDES) + list(ACTIONS) + list(toy_env.OBSERVATION_VOCAB)
 WORD_ID = {word: i for i, word in enumerate(WORDS)}
-PAD, UNK, BOS, EOS, GUIDED, UNGUIDED = range(len(SPECIAL))
+PAD, _, BOS, EOS, GUIDED, UNGUIDED = range(len(SPECIAL))  # in SPECIAL's order
 GUIDE_IDS = [WORD_ID[w] for w in GUIDES]
 ACTION_IDS = [WORD_ID[w] for w in ACTIONS]
 WRITABLE_IDS = GUIDE_IDS + ACTION_IDS  # the only words the agent ever writes
@@ -863,23 +863,24 @@ def check_config(cfg: Config):  # a ValueError, one clear line, for a setting th
     for f in dataclasses.fields(cfg):  # nan or inf would train, silently, on garbage
         if f.type == "float" and not math.isfinite(getattr(cfg, f.name)):
             raise ValueError(f"--{flag(f.name)} must be a finite number")
+        if f.metadata["choices"] and getattr(cfg, f.name) not in f.metadata["choices"]:
+            raise ValueError(f"--{flag(f.name)} is one of {', '.join(f.metadata['choices'])}")
     for name in ["max_steps", "n_layer", "n_embd", "n_head", "prior_episodes", "prior_epochs",
                  "prior_batch", "iterations", "tasks_per_iter", "update_epochs", "minibatches",
                  "eval_tasks", "eval_every", "final_evals"]:
         if getattr(cfg, name) < 1:
             raise ValueError(f"--{flag(name)} must be at least 1")
     first = PRIOR_SEED_BASE + cfg.seed * 10**6  # the demonstrations' first task seed
-    positive = (cfg.temperature, cfg.guide_temperature, cfg.clip, cfg.lr, cfg.prior_lr,
-                cfg.max_grad_norm)
     for wrong, message in [
             (cfg.group_size < 2, "--group-size must be at least 2: a group of one rollout has no "
                                  "baseline, so every advantage would be zero"),
             (cfg.show < 0, "--show takes a count of episodes (0 or more)"),
-            (cfg.n_embd % cfg.n_head, f"--n-embd must be divisible by --n-head ({cfg.n_head})"),
+            (cfg.n_embd % cfg.n_head != 0, "--n-embd must be divisible by --n-head"),
             (not 0 <= cfg.enter_at <= 1 or not 0 <= cfg.cue_noise <= 1,
              "--enter-at and --cue-noise are in [0, 1]"),
-            (min(positive) <= 0, "--temperature, --guide-temperature, --clip, --lr, --prior-lr "
-                                 "and --max-grad-norm must be positive"),
+            (min(cfg.temperature, cfg.guide_temperature, cfg.clip, cfg.lr, cfg.prior_lr,
+                 cfg.max_grad_norm) <= 0, "--temperature, --guide-temperature, --clip, --lr, "
+                                          "--prior-lr and --max-grad-norm must be positive"),
             (min(cfg.kl_guide, cfg.kl_action) < 0, "KL weights must not be negative"),
             (cfg.minibatches > cfg.tasks_per_iter * cfg.group_size,
              "--minibatches cannot exceed the rollouts per iteration"),
@@ -887,9 +888,8 @@ def check_config(cfg: Config):  # a ValueError, one clear line, for a setting th
              "internal reward (lambda = 0): use sg_gr for a control (or grpo for the oracle)"),
             (cfg.internal_reward == "random" and not cfg.guided, "--internal-reward random draws "
              "with the shares of the policy's guides: it needs a guide slot (--variant sg_gr)"),
-            (first < EVAL_SEED_BASE + cfg.eval_tasks and EVAL_SEED_BASE < first
-             + cfg.prior_episodes, f"--seed {cfg.seed} would clone its prior on the held-out "
-                                   f"mazes: choose another")]:
+            (EVAL_SEED_BASE - cfg.prior_episodes < first < EVAL_SEED_BASE + cfg.eval_tasks,
+             f"--seed {cfg.seed} would clone its prior on the held-out mazes: choose another")]:
         if wrong:
             raise ValueError(message)
     cfg.make_env()  # the environment's own checks, with its own messages
@@ -988,7 +988,10 @@ def load_policy(folder, cfg: Config, device):  # config.json first: a wrong fold
     if not (path / "config.json").exists() or not (path / "model.safetensors").exists():
         raise SystemExit(f"error: {str(folder)!r} holds no saved policy (no config.json and "
                          f"model.safetensors); give a folder written by selfguide.py")
-    saved = json.loads((path / "config.json").read_text())
+    try:
+        saved = json.loads((path / "config.json").read_text())
+    except ValueError:
+        raise SystemExit(f"error: {str(folder)!r}/config.json is not a saved config") from None
     if saved.get("vocab_size") != vocab_size(cfg) or \
             saved.get("n_positions", 0) < episode_length(cfg):
         raise SystemExit(f"error: {str(folder)!r} was trained for other settings "
@@ -1001,10 +1004,11 @@ def load_policy(folder, cfg: Config, device):  # config.json first: a wrong fold
 def train_prior(cfg: Config, device):
     """Stage 0: a new policy cloned for --prior-epochs (or cfg.cloned_enough): (prior, losses)."""
     torch.manual_seed(cfg.seed)
-    policy, (tokens, slots), losses = make_policy(cfg).to(device), demonstration_corpus(cfg), []
+    policy, losses = make_policy(cfg).to(device), []
+    tokens, slots = demonstration_corpus(cfg)
     updates = cfg.prior_epochs * math.ceil(len(tokens) / cfg.prior_batch)
-    for loss in tqdm(clone_demonstrator(policy, tokens, slots, cfg, device), "Stage 0", updates,
-                     leave=False):
+    for loss in tqdm(clone_demonstrator(policy, tokens, slots, cfg, device), desc="Stage 0",
+                     total=updates, leave=False):
         losses.append(loss)
         if cfg.cloned_enough(policy, len(losses)):
             break

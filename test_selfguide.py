@@ -1080,8 +1080,6 @@ def test_iteration_advantages_for_every_setting_from_the_graded_pieces():
         assert not torch.allclose(default, other), name
 
 
-# --- selfguide: hindsight, the guide's target from the agent's own rollouts ---
-
 # --- selfguide: evaluation ---
 
 class ScriptedPolicy(torch.nn.Module):

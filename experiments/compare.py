@@ -358,7 +358,8 @@ def compare_prior(cfg: sg.Config):
     stage0 = getattr(prior.config, "stage0", None) or {}  # how the prior was cloned, if recorded
     results["ReAct w/ SG"]["final"].update(  # (a prior cloned to a guide target, research.py)
         prior_updates=stage0.get("updates"),
-        prior_calibration_accuracy=getattr(prior.config, "calibration_accuracy", None))
+        prior_calibration_accuracy=getattr(prior.config, "calibration_accuracy",
+                                           stage0.get("calibration_accuracy")))  # older caches
     sg.write_atomic(unit_path(cfg), json.dumps(results))
 
 

@@ -7,8 +7,8 @@ cloned_enough and advantages). The method file names none of them.
     python experiments/research.py --dist --no-cue --prior-epochs 8
     python experiments/research.py --help                     # selfguide.py's settings, then these
 
-Every harness of experiments/ (compare.py, checkpoints.py, ...) reads its command line as this
-`Config`. What it adds:
+compare.py, checkpoints.py and priors.py read their command lines as this `Config`. What it
+adds:
 - the world: the distance in place of the cue (`--dist`), one maze for every task (`--house`)
   whose prior plans on a stale map (`--stale-door`), a demonstrator that misjudges every
   revisit (`--cue-misjudge revisit`), a prior cloned until its guide reaches a target
@@ -72,7 +72,7 @@ class Config(sg.Config):
             raise ValueError("--dist shows the distance in place of the cue (on by default): "
                              "add --no-cue")
         first = sg.PRIOR_SEED_BASE + self.seed * 10**6  # the demonstrations' first task
-        if first < CALIBRATION_SEED_BASE + 200 < first + self.prior_episodes + 200:
+        if CALIBRATION_SEED_BASE - self.prior_episodes < first < CALIBRATION_SEED_BASE + 200:
             raise ValueError(f"--seed {self.seed} would clone its prior on the calibration "
                              f"mazes: choose another")
         super().__post_init__()
