@@ -59,6 +59,15 @@ def test_the_method_file_names_no_research_variant_and_stays_within_its_size():
     assert len(source.splitlines()) <= 1150
 
 
+def test_a_setting_outside_its_choices_is_refused_in_python_too():
+    """argparse refuses a bad choice on the command line; Config(...) in Python does the same
+    (the report's variants are experiments/research.py's Config, not this one's)."""
+    with pytest.raises(ValueError, match="--guide-advantage is one of composite, env"):
+        sg.Config(guide_advantage="truth")
+    with pytest.raises(ValueError, match="--variant is one of grpo, sg, sg_gr"):
+        tiny_config(variant="ppo")
+
+
 def test_paper_faithful_switches_every_guard_off():
     default = sg.parse_config([])
     assert (default.kl_guide, default.internal_return, default.guide_advantage) == (0.1, "mean", "env")
