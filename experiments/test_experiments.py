@@ -1558,3 +1558,34 @@ def test_experiments_modules_import_no_circle_and_never_go_back_into_from_selfgu
     imported = {alias.name for node in ast.walk(method) if isinstance(node, ast.Import)
                 for alias in node.names}
     assert not imported & modules
+
+
+def test_the_registered_claims_are_judged_by_the_standard_and_the_predictor_by_fishers_z():
+    """results.registered_table (REPORT section 14): each claim's paired interval against its
+    threshold (shown, not shown, not resolved; equivalent only inside a declared margin), and
+    the predictor's Pearson r with tanh(atanh r +- 1.96 / sqrt(n - 3)), by hand."""
+    import results
+    assert results.verdict([0.3, 0.31, 0.29], 0.1) == "shown"
+    assert results.verdict([-0.3, -0.31, -0.29], 0.0, 0.1) == "not shown; not equivalent"
+    assert results.verdict([0.01, -0.01, 0.0, 0.005], 0.0, 0.1) == "not resolved; equivalent"
+    xs, ys = [0.1, 0.4, 0.35, 0.8, 0.6, 0.9], [0.0, 0.2, 0.1, 0.5, 0.6, 0.7]
+    r, low, high = results.fisher_interval(xs, ys)
+    mx, my = sum(xs) / 6, sum(ys) / 6
+    by_hand = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / math.sqrt(
+        sum((x - mx) ** 2 for x in xs) * sum((y - my) ** 2 for y in ys))
+    assert r == pytest.approx(by_hand)
+    assert (low, high) == pytest.approx((math.tanh(math.atanh(by_hand) - 1.96 / math.sqrt(3)),
+                                         math.tanh(math.atanh(by_hand) + 1.96 / math.sqrt(3))))
+    rows = (results.HINDSIGHT_1, results.PLACEBO_1, results.ENV_1, results.CRITIC_1, "GRPO")
+    per_seed = [{row: {"final": {"success": 0.5 + 0.2 * (row == results.HINDSIGHT_1) + 0.01 * k,
+                                 "probe_guide_true_prob_stale_negative":
+                                     0.6 * (row == results.HINDSIGHT_1) + 0.01 * k,
+                                 "early_target_coverage": xs[k]}} for row in rows}
+                for k in range(6)]
+    table = results.registered_table(per_seed)
+    assert "| 1. hindsight - placebo, probe, truly negative stale moves | +0.1 | " \
+           "+0.600 [+0.600, +0.600], 6 of 6 | shown |" in table
+    assert "| 2. the same, truly positive | +0.1 | - | - |" in table  # no seed has the figure
+    assert "| 7. success, hindsight - the critic | +0.0, margin +-0.1 | +0.200 [+0.200, " \
+           "+0.200], 6 of 6 | shown; not equivalent |" in table
+    assert "10. early target coverage predicts learning (Pearson r) | 0 | - |" in table  # flat
