@@ -149,15 +149,12 @@ class Config:
     def guided(self) -> bool:  # does the agent write a guide before each action?
         return self.variant != "grpo"
 
-    # The seams: experiments/research.py's Config subclass overrides these four to run the
-    # report's variants: the maze every episode is played in; one episode of Stage 0's
-    # demonstrator; whether to stop cloning after this update; an iteration's advantages.
+    # The seams: experiments/research.py's Config subclass overrides these three to run the
+    # report's variants: the maze every episode is played in (and its demonstrator); whether
+    # to stop cloning after this update; an iteration's advantages.
     def make_env(self) -> GridWorld:
         return GridWorld(self.size, self.wall_prob, self.min_distance, self.max_steps,
                          cue=self.cue)
-
-    def demonstrate(self, env: GridWorld, seed: int):  # (steps, infos)
-        return toy_env.demonstrate(env, seed=seed, cue_noise=self.cue_noise)
 
     def cloned_enough(self, policy, updates: int) -> bool:  # no: --prior-epochs decide
         return False
@@ -504,7 +501,8 @@ def encode_episode(steps, guided: bool):  # [(o_t, z_t, a_t), ...] -> (ids, slot
 def demonstration_corpus(cfg: Config):  # (2 x prior_episodes, L) each: both formats
     env, tokens, slots, length = cfg.make_env(), [], [], episode_length(cfg)
     for i in tqdm(range(cfg.prior_episodes), desc="demonstrations", leave=False):
-        steps, _ = cfg.demonstrate(env, PRIOR_SEED_BASE + cfg.seed * 10**6 + i)
+        steps, _ = toy_env.demonstrate(env, PRIOR_SEED_BASE + cfg.seed * 10**6 + i,
+                                       cue_noise=cfg.cue_noise)
         for ids, kinds in (encode_episode(steps, guided=True), encode_episode(steps, guided=False)):
             tokens.append(ids + [PAD] * (length - len(ids)))  # PAD is SLOT_CONTEXT: 0
             slots.append(kinds + [SLOT_CONTEXT] * (length - len(kinds)))

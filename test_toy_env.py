@@ -489,6 +489,14 @@ def test_cue_demonstrator_misjudging_revisits_is_wrong_there_every_time_and_righ
     assert report["guide_accuracy_other"] == 1.0
     assert report["guide_accuracy_revisit"] == pytest.approx(revisit_truths.count("negative")
                                                              / len(revisit_truths))
+    # a world made with cue_misjudge gives its demonstrator the same misjudgement
+    misjudging = GridWorld(cue=True, cue_misjudge="revisit")
+    assert all(toy_env.demonstrate(misjudging, seed, cue_noise=0.0) ==
+               toy_env.demonstrate(env, seed, cue_noise=0.0, cue_misjudge="revisit")
+               for seed in range(20))
+    assert toy_env.demonstrate(misjudging, 3) != toy_env.demonstrate(env, 3)  # env's own: none
+    with pytest.raises(ValueError, match="cue_misjudge must be one of"):
+        GridWorld(cue_misjudge="all")
 
 
 def test_dist_word_is_the_maze_distance_and_its_demonstrator_compares_it_with_the_last():

@@ -231,7 +231,8 @@ class GridWorld:
 
     def __init__(self, size: int = 9, wall_prob: float = 0.3, min_distance: int = 12,
                  max_steps: int = 24, seed: int | None = None, cue: bool = False,
-                 dist: bool = False, house: int | None = None, stale_door: bool = False):
+                 dist: bool = False, house: int | None = None, stale_door: bool = False,
+                 cue_misjudge: str = "none"):
         if not isinstance(size, int) or not 2 <= size <= MAX_SIZE:
             raise ValueError(f"size must be an integer in [2, {MAX_SIZE}], got {size!r}")
         if not 0.0 <= wall_prob < 1.0:
@@ -248,7 +249,10 @@ class GridWorld:
             raise ValueError("show the hot/cold cue or the distance (dist:K), not both")
         self.size, self.wall_prob = size, wall_prob
         self.min_distance, self.max_steps, self.cue = min_distance, max_steps, cue
+        if cue_misjudge not in MISJUDGED:
+            raise ValueError(f"cue_misjudge must be one of {MISJUDGED}, got {cue_misjudge!r}")
         self.dist, self.house, self.stale_door = dist, house, stale_door
+        self.cue_misjudge = cue_misjudge  # what this world's demonstrator misjudges (demonstrate)
         self._rng = random.Random(seed)
         self._done = True
         self._position = None
@@ -510,7 +514,7 @@ def demonstrator_action(guide, position, goal, blocked, last_action, visited, rn
 
 
 def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15,
-                cue_noise: float = CUE_NOISE, cue_misjudge: str = "none"):
+                cue_noise: float = CUE_NOISE, cue_misjudge: str | None = None):
     """Play one episode of task `seed` with the demonstrator (the cue-reading one if the
     environment shows the cue, misjudging a share `cue_noise` of its moves and every move of
     the kind `cue_misjudge`; with dist:K it compares K with the last step's, which tells it
@@ -521,6 +525,7 @@ def demonstrate(env: GridWorld, seed: int, epsilon: float = 0.15,
     Returns (steps, infos): steps is a list of (observation, guide, action), where the guide
     judges the step that led to the observation (the first guide has nothing to judge and is
     "neutral"); infos[i] is the environment's truth after action i."""
+    cue_misjudge = env.cue_misjudge if cue_misjudge is None else cue_misjudge
     rng = random.Random(f"demonstrator-{seed}")
     observation, _ = env.reset(seed=seed)
     position, goal, blocked, shown = parse_observation(observation)  # shown: cue word or K

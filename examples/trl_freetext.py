@@ -333,7 +333,8 @@ def demonstrations(cfg: sg.Config, first: int = 0, count: int | None = None,
     phrases = random.Random(f"phrases-{cfg.seed}" + (f"-{first}" if first else ""))
     count = cfg.prior_episodes if count is None else count
     for i in tqdm(range(first, first + count), desc="demonstrations", leave=False):
-        steps, infos = cfg.demonstrate(env, sg.PRIOR_SEED_BASE + cfg.seed * 10**6 + i)
+        steps, infos = toy_env.demonstrate(env, sg.PRIOR_SEED_BASE + cfg.seed * 10**6 + i,
+                                           cue_noise=cfg.cue_noise)
         shown = [o if t == 0 else wall_note(o, steps[t - 1][2], infos[t - 1]["bumped"], example)
                  for t, (o, _, _) in enumerate(steps)]
         episodes += [(guided, [(o, reply_text(g, a, guided, phrases))

@@ -1,6 +1,6 @@
 """The report's research variants: selfguide.py's method with the settings the report
-studies, composed through the method's four seams (its Config's make_env, demonstrate,
-cloned_enough and advantages). The method file names none of them.
+studies, composed through the method's three seams (its Config's make_env, cloned_enough and
+advantages). The method file names none of them.
 
     python experiments/research.py --no-cue --house --stale-door --min-distance 8 \\
         --guide-advantage hindsight --guide-temperature 1     # one run, as selfguide.py runs
@@ -81,11 +81,7 @@ class Config(sg.Config):
         return toy_env.GridWorld(self.size, self.wall_prob, self.min_distance, self.max_steps,
                                  cue=self.cue, dist=self.dist,
                                  house=self.seed if self.house else None,
-                                 stale_door=self.stale_door)
-
-    def demonstrate(self, env, seed: int):
-        return toy_env.demonstrate(env, seed=seed, cue_noise=self.cue_noise,
-                                   cue_misjudge=self.cue_misjudge)
+                                 stale_door=self.stale_door, cue_misjudge=self.cue_misjudge)
 
     def cloned_enough(self, policy, updates: int) -> bool:
         """--prior-guide-target: every --prior-check updates, the greedy guide's progress
