@@ -824,3 +824,46 @@ def test_train_layers_freezes_everything_below_the_top_blocks():
                        if name.startswith(("model.layers.1.", "model.layers.2.", "model.norm"))}
     with pytest.raises(SystemExit, match="--train-layers 4: the model has 3 blocks"):
         freetext.freeze_below(model, 4)
+
+
+def test_a_run_stopped_after_a_checkpoint_resumes_to_the_run_it_would_have_been(
+        tiny_llama, tmp_path, monkeypatch, capsys):
+    """--save-every 2 on 4 iterations, stopped by an error in iteration 3's rollout, then the
+    same command again: it resumes from iteration 2's checkpoint and ends with the weights and
+    the log of the run never stopped (the same episodes: the rollout's streams, the optimizer,
+    lambda's iteration and the log are all in the checkpoint); a finished run deletes its
+    checkpoints; another run's settings are refused in one line."""
+    args = FREE_ARGS + ["--iterations", "4", "--save-every", "2", "--model", str(tiny_llama),
+                        "--internal-reward", "oracle", "--freetext-cache", str(tmp_path / "c")]
+    freetext.main(args + ["--out", str(tmp_path / "whole")])
+    play, sampled = freetext.play, []
+
+    def breaks_in_iteration_3(*a, greedy=False, **k):
+        sampled.extend([] if greedy else [1])
+        if len(sampled) == 3:
+            raise RuntimeError("a crash in iteration 3")
+        return play(*a, greedy=greedy, **k)
+    monkeypatch.setattr(freetext, "play", breaks_in_iteration_3)
+    with pytest.raises(RuntimeError, match="a crash"):
+        freetext.main(args + ["--out", str(tmp_path / "stopped")])
+    monkeypatch.setattr(freetext, "play", play)
+    kept, = (tmp_path / "stopped").glob("checkpoint-*")  # iteration 2's; the log's 2 records
+    assert len(json.loads((kept / freetext.RESUME_FILE).read_text())["records"]) == 2
+    with pytest.raises(SystemExit, match="another run .* --lr"):
+        freetext.main(args + ["--lr", "1e-3", "--out", str(tmp_path / "stopped")])
+    capsys.readouterr()
+    freetext.main(args + ["--out", str(tmp_path / "stopped")])
+    assert "resuming from" in capsys.readouterr().out
+    assert not list((tmp_path / "stopped").glob("checkpoint-*"))
+    from safetensors.torch import load_file
+    a, b = (load_file(tmp_path / run / "model.safetensors") for run in ("whole", "stopped"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    # the log but what each run spent, and TRL's end-of-train() summary (its runtime, and
+    # train_loss: the mean over the steps of that train() call, the resumed part alone)
+    logs = [[{k: v for k, v in json.loads(line).items()
+              if not k.endswith(("_seconds", "_gib", "_time")) and not k.startswith("trl/train_")}
+             for line in (tmp_path / run / "log.jsonl").read_text().splitlines()]
+            for run in ("whole", "stopped")]
+    assert len(logs[0]) == len(logs[1]) == 4
+    for x, y in zip(*logs):  # each key that differs, with its two values
+        assert {k: (x.get(k), y.get(k)) for k in x.keys() | y.keys() if x.get(k) != y.get(k)} == {}

@@ -124,14 +124,19 @@ class FreeText:
     mazes: str = setting("held-out", "the mazes evaluated on and --show plays: held-out (the "
                                      "tasks every table reports), or tuning (other mazes, to "
                                      "choose settings on)", list(MAZES))
+    save_every: int = setting(0, "keep a checkpoint every this many iterations in --out "
+                                 "(checkpoint-*: the model, the optimizer, the log so far and "
+                                 "the rollouts' random streams; the last two kept): the same "
+                                 "command run again resumes from the last one, and a run that "
+                                 "ends deletes them (0: no checkpoints)")
 
     def __post_init__(self):
         if self.vocab < 64 or self.reply_tokens < 4 or min(self.turn_updates,
                                                             self.train_layers) < 0:
             raise ValueError("--vocab must be at least 64, --reply-tokens at least 4, "
                              "--turn-updates and --train-layers at least 0")
-        if self.eval_batch < 1:
-            raise ValueError("--eval-batch must be at least 1")
+        if self.eval_batch < 1 or self.save_every < 0:
+            raise ValueError("--eval-batch must be at least 1, --save-every at least 0")
 
 
 # --- The format: one chat turn per step ---
@@ -808,6 +813,7 @@ def make_rollout_func(cfg: sg.Config, ft: FreeText, tokenizer):
                 "env_mask": [batch.transcripts[r].written for r in trainer.rows],
                 "success": [batch.steps.env_return[r].item() for r in trainer.rows],
                 "guide_return": [guide_return[r].item() for r in trainer.rows]}
+    rollout_func.streams = (sampler, shuffler)  # what a checkpoint keeps of the rollout
     return rollout_func
 
 
@@ -844,6 +850,22 @@ def make_trainer_class():
         wrote, and each iteration's cost in its record."""
         cost = None  # seconds of this iteration: generation, scoring, update
         written = None  # (B, C) the loss mask of the minibatch being trained on
+        resumable = None  # what a checkpoint adds to TRL's: the prior's rows, the settings
+
+        def _save_checkpoint(self, model, trial):
+            """TRL's checkpoint (model, optimizer, scheduler, RNG, trainer state) and what a
+            run resumed from it needs besides: the log so far and the rollout's random streams
+            (the episodes of the iterations after it are the ones the run would have played).
+            Written first: TRL writes trainer_state.json last, so a checkpoint that has it is
+            whole (resume_point)."""
+            folder = (Path(self._get_output_dir(trial=trial))
+                      / f"checkpoint-{self.state.global_step}")
+            if self.args.should_save:
+                folder.mkdir(parents=True, exist_ok=True)
+                streams = [g.get_state().tolist() for g in self.rollout_func.streams]
+                sg.write_atomic(folder / RESUME_FILE, json.dumps(
+                    {**self.resumable, "records": self.records, "streams": streams}))
+            super()._save_checkpoint(model, trial)
 
         def steps(self) -> sg.Rollouts:
             return self.episodes.steps
@@ -859,7 +881,7 @@ def make_trainer_class():
             self.cost["update"] += time.perf_counter() - start - (
                 self.cost["generation"] + self.cost["scoring"] - before)
             self.records[-1].update({f"{k}_seconds": v for k, v in self.cost.items()},
-                                    peak_memory_gib=peak_memory_gib())
+                                    **peak_memory_gib(self.accelerator.device))
             return loss
 
         def _generate_and_score_completions(self, inputs):
@@ -914,10 +936,39 @@ def make_trainer_class():
     return FreeTextGRPOTrainer
 
 
-def peak_memory_gib() -> float:
-    """The most memory this process has held so far (its peak resident set), in GiB."""
+def peak_memory_gib(device: torch.device) -> dict:
+    """The most memory this process has held so far, in GiB: its peak resident set, and on a
+    GPU the most its caching allocator has reserved there (what another run beside it cannot
+    have; the CUDA context's few hundred MB are not in it)."""
     import resource
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+    peaks = {"peak_memory_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}  # KiB
+    if device.type == "cuda":
+        peaks["peak_gpu_memory_gib"] = torch.cuda.max_memory_reserved(device) / 2**30
+    return peaks
+
+
+# --- Checkpoints: a run stopped midway resumes where its last checkpoint left it ---
+
+RESUME_FILE = "selfguide_resume.json"
+HOW_RUN = ("threads", "eval_batch", "show", "device", "save_every")  # may differ on resuming
+
+
+def resume_point(out: Path, settings: dict):
+    """The last whole checkpoint in --out (its folder, and its state), or None; one clear line
+    if it is another run's (settings other than how it runs differ)."""
+    whole = [c for c in out.glob("checkpoint-*") if (c / RESUME_FILE).exists()
+             and (c / "trainer_state.json").exists() and c.name.split("-")[-1].isdigit()]
+    if not whole:
+        return None, None
+    last = max(whole, key=lambda c: int(c.name.split("-")[-1]))
+    state = json.loads((last / RESUME_FILE).read_text())
+    differ = sorted(k for k in settings.keys() | state["settings"].keys()
+                    if k not in HOW_RUN and settings.get(k) != state["settings"].get(k))
+    if differ:
+        raise SystemExit(f"error: {last} is a checkpoint of another run (it differs in "
+                         f"{', '.join('--' + k.replace('_', '-') for k in differ)}): give "
+                         f"another --out, or delete {out}/checkpoint-* to start this one over")
+    return last, state
 
 
 def grpo_config(cfg: sg.Config, ft: FreeText, out: Path, device, positions: int):
@@ -927,8 +978,11 @@ def grpo_config(cfg: sg.Config, ft: FreeText, out: Path, device, positions: int)
     --reply-tokens, the constant each written token's loss is divided by (with the batch's
     rollouts), whatever its reply's length."""
     longest = cfg.max_steps * ft.reply_tokens if ft.loss == "dr_grpo" else positions
+    updates = cfg.minibatches * cfg.update_epochs  # optimizer steps an iteration
+    saving = dict(save_strategy="steps", save_steps=ft.save_every * updates,
+                  save_total_limit=2) if ft.save_every else {}  # two: one is whole, if a save breaks
     return bridge.grpo_config(cfg, out, device, max_completion_length=longest, bf16=ft.bf16,
-                              loss_type=ft.loss)
+                              loss_type=ft.loss, **saving)
 
 
 # --- The command line, and one run ---
@@ -987,7 +1041,9 @@ def model_folder(name: str) -> str:
 
 def report(trainer, cfg: sg.Config, ft: FreeText, tokenizer, out: Path, before: list,
            minutes: float) -> list:
-    """The main process's files (model and tokenizer, log.jsonl, summary.md) and table."""
+    """The main process's files (model and tokenizer, log.jsonl, summary.md) and table; the
+    run's checkpoints, once its model is saved, are deleted."""
+    trainer.records[-1].update(peak_memory_gib(trainer.accelerator.device))  # evaluations in
     trainer.model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     sg.write_atomic(out / "log.jsonl", "".join(json.dumps(r) + "\n" for r in trainer.records))
@@ -1001,6 +1057,8 @@ def report(trainer, cfg: sg.Config, ft: FreeText, tokenizer, out: Path, before: 
     failures = "\n".join(f"{name}: unreadable assessments {sg.metric_text(m.get('unreadable'), 3)}, "
                          f"replies without a move {m['unparseable']:.3f}" for name, m in rows)
     sg.write_atomic(out / "summary.md", f"{table}\n\n{failures}\n")
+    for checkpoint in out.glob("checkpoint-*"):
+        shutil.rmtree(checkpoint)
     processes = trainer.accelerator.num_processes
     on = f" on {processes} processes, whose weights agree" if processes > 1 else ""
     print(f"\n{table}\n\n{failures}\n\ngreedy, {cfg.eval_tasks} {ft.mazes} mazes; TRL "
@@ -1040,8 +1098,13 @@ def main(argv=None):
     model, tokenizer = load_model(folder, device)  # TRL's reference: this path
     freeze_below(model, ft.train_layers)
     positions = model.config.max_position_embeddings  # the longest completion it can hold
-    before = []
-    if state.is_main_process:
+    settings = {**dataclasses.asdict(cfg), **dataclasses.asdict(ft)}
+    checkpoint, resumed = resume_point(out, settings) if ft.save_every else (None, None)
+    before = [tuple(row) for row in resumed["before"]] if resumed else []
+    if checkpoint and state.is_main_process:
+        tqdm.write(f"resuming from {checkpoint} (iteration {len(resumed['records'])} of "
+                   f"{cfg.iterations}); delete {out}/checkpoint-* to start over")
+    if state.is_main_process and not resumed:
         before = [("prior, no guide (ReAct)", evaluate(model, tokenizer, cfg, ft, False)),
                   ("prior, guide (ReAct w/ SG)", evaluate(model, tokenizer, cfg, ft, True))]
         for name, metrics in before:
@@ -1058,6 +1121,11 @@ def main(argv=None):
         for callback in bridge.selfguide_callbacks(trainer, cfg, evaluation, describe,
                                                    "free text", ft.mazes):
             trainer.add_callback(callback)
+        trainer.resumable = {"settings": settings, "before": before}
+        if resumed:  # the log so far, and the rollout's streams where the checkpoint left them
+            trainer.records = resumed["records"]
+            for stream, kept in zip(trainer.rollout_func.streams, resumed["streams"]):
+                stream.set_state(torch.tensor(kept, dtype=torch.uint8))
         return trainer
 
     def save(trained):
@@ -1066,7 +1134,8 @@ def main(argv=None):
         print(f"\nstopped by Ctrl-C; the model trained so far is saved in {out}")
     return bridge.train_and_report(
         make_trainer, state,
-        lambda trainer, minutes: report(trainer, cfg, ft, tokenizer, out, before, minutes), save)
+        lambda trainer, minutes: report(trainer, cfg, ft, tokenizer, out, before, minutes), save,
+        resume=str(checkpoint) if checkpoint else None)
 
 
 if __name__ == "__main__":

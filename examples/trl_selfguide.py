@@ -417,15 +417,16 @@ def start_processes(cfg: sg.Config):
     return state, state.device
 
 
-def train_and_report(make_trainer, state, report, save):
-    """Build the trainer, train, check that every process ends with the same weights, and
-    let the main process report (report(trainer, minutes) -> its rows). Ctrl-C saves what is
-    trained (save(model)). The trainer is built here so that this function holds its only
-    reference, which it drops before the processes' group is closed."""
+def train_and_report(make_trainer, state, report, save, resume: str | None = None):
+    """Build the trainer, train (from the checkpoint folder `resume`, if given), check that
+    every process ends with the same weights, and let the main process report
+    (report(trainer, minutes) -> its rows). Ctrl-C saves what is trained (save(model)). The
+    trainer is built here so that this function holds its only reference, which it drops
+    before the processes' group is closed."""
     trainer = make_trainer()
     start = time.perf_counter()
     try:
-        trainer.train()
+        trainer.train(resume_from_checkpoint=resume)
     except KeyboardInterrupt:
         if state.is_main_process:
             save(trainer.model)

@@ -8,6 +8,8 @@ pooled over several comparisons, or another metric than success.
     python experiments/paired.py --runs 'runs/ft/sg_gr-{seed}|runs/ft/grpo-{seed}' 0,1 revisits
     python experiments/paired.py --plays \
         'runs/sg_gr-{seed}-play:ReAct w/ SG, greedy|runs/grpo-{seed}-play:ReAct, greedy' 1,2
+    python experiments/paired.py --plays \
+        'runs/sg-{seed}-play:ReAct w/ SG, sampled|runs/warm300:ReAct w/ SG, sampled' 1,2 --first 50
 
 The first argument is one or more comparison folders (their compare.json), comma-separated;
 then the metric of each run's final score; then pairs 'row A|row B' (row names as in the
@@ -19,6 +21,9 @@ seeds given, on success or the metric named after the seeds. With --plays, each 
 prompted.py play, 'folder:play' (its --out or the folder results.py kept it in, and a row of its
 table), paired maze by maze on each seed; over several seeds, twice more: over the mazes (each
 maze's difference the mean of the seeds') and over the seeds (each seed's the mean of the mazes').
+--first N pairs the first N mazes of each side: prompted.py numbers a set's mazes from the same
+first task seed, so a play of 300 mazes holds a play of 50's mazes first (a warm start played
+once on 300 mazes, with two sampled draws a maze, against models played on its first 50).
 """
 import json
 import sys
@@ -90,16 +95,21 @@ def per_maze(side: str, seed: str) -> list:
     return rows[name]["per_maze"]
 
 
-def plays_lines(a: str, b: str, seeds: list) -> list:
-    """a - b maze by maze on each seed; over several seeds, over the mazes and over the seeds
-    (each side named by its folder's last part, the seed filled in, and its play). The two
-    sides must play the same mazes (prompted.py's --mazes, --size...): only their number is
-    checked here."""
+def plays_lines(a: str, b: str, seeds: list, first: int | None = None) -> list:
+    """a - b maze by maze on each seed, on the `first` mazes of each side if given; over several
+    seeds, over the mazes and over the seeds (each side named by its folder's last part, the
+    seed filled in, and its play). The two sides must play the same mazes (prompted.py's
+    --mazes, --size...): only their number is checked here."""
     if len(set(seeds)) < len(seeds):
         raise SystemExit(f"error: a seed given twice ({','.join(seeds)}): each seed once")
     per_seed = []
     for seed in seeds:
         x, y = per_maze(a, seed), per_maze(b, seed)
+        if first is not None:
+            if min(len(x), len(y)) < first:
+                raise SystemExit(f"error: --first {first}, but a side played "
+                                 f"{min(len(x), len(y))} mazes")
+            x, y = x[:first], y[:first]
         if len(x) != len(y):
             raise SystemExit(f"error: seed {seed}: {len(x)} mazes against {len(y)}; pair plays "
                              f"of the same mazes (prompted.py's --eval-tasks)")
@@ -126,7 +136,9 @@ def plays_lines(a: str, b: str, seeds: list) -> list:
 def parse_args(argv=None) -> list:
     """The command line as given, if it has one of the three shapes above; else the usage."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--plays"] and len(argv) == 3 and argv[1].count("|") == 1:
+    if argv[:1] == ["--plays"] and argv[1:2] and argv[1].count("|") == 1 and (
+            len(argv) == 3 or len(argv) == 5 and argv[3] == "--first" and argv[4].isdigit()
+            and int(argv[4]) > 0):
         return argv
     runs = argv[:1] == ["--runs"] and len(argv) in (3, 4) and argv[1].count("|") == 1
     if not runs and (len(argv) < 3 or argv[0].startswith("-")
@@ -138,7 +150,8 @@ def parse_args(argv=None) -> list:
 def main(argv=None):
     argv = parse_args(argv)
     if argv[0] == "--plays":
-        lines = plays_lines(*argv[1].split("|"), argv[2].split(","))
+        lines = plays_lines(*argv[1].split("|"), argv[2].split(","),
+                            int(argv[4]) if len(argv) == 5 else None)
         print("\n".join(lines))
         return lines
     if argv[0] == "--runs":

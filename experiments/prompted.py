@@ -4,7 +4,7 @@ ReAct against ReAct w/ SG, paired maze by maze.
     python experiments/prompted.py --model smollm2 --example --size 4 --min-distance 3 \\
         --max-steps 12 --eval-tasks 100 --out runs/prompted-smollm2
     python experiments/prompted.py --model random --size 4 --min-distance 3 --max-steps 12 \\
-        --eval-tasks 100                         # the baseline: moves drawn uniformly, no model
+        --eval-tasks 100 --out runs/uniform      # the baseline: moves drawn uniformly, no model
     python experiments/prompted.py --model runs/heldout/sg_gr-seed1 --example --size 4 \\
         --min-distance 3 --max-steps 12 --eval-tasks 50 --against runs/heldout/warm
     python experiments/prompted.py --help        # selfguide.py's and the free-text path's settings
@@ -80,19 +80,28 @@ def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool, draws: int =
             "per_maze": reached.mean(0).tolist()}
 
 
-def uniform_moves(cfg, first: int) -> float:
-    """Success of moves drawn uniformly from the four, RANDOM_DRAWS episodes on every maze of
-    the set whose first task seed is `first`: what a model that reads nothing would reach."""
-    env, rng, successes = cfg.make_env(), random.Random(cfg.seed), 0
+def uniform_walk(cfg, first: int) -> dict:
+    """Moves drawn uniformly from the four, RANDOM_DRAWS episodes on every maze of the set
+    whose first task seed is `first`: what a model that reads nothing would reach. A play's
+    row: success, steps, and each maze's share of episodes that reached the goal."""
+    env, rng, per_maze, steps = cfg.make_env(), random.Random(cfg.seed), [], 0
     for i in range(cfg.eval_tasks):
+        reached = 0
         for _ in range(RANDOM_DRAWS):
             env.reset(seed=first + i)
             done = False
             while not done:
                 _, reward, terminated, truncated, _ = env.step(rng.choice(sg.ACTIONS))
-                done = terminated or truncated
-            successes += reward > 0
-    return successes / (cfg.eval_tasks * RANDOM_DRAWS)
+                done, steps = terminated or truncated, steps + 1
+            reached += reward > 0
+        per_maze.append(reached / RANDOM_DRAWS)
+    return {"success": sum(per_maze) / len(per_maze), "steps": steps / (len(per_maze) * RANDOM_DRAWS),
+            "unparseable": 0.0, "per_maze": per_maze}
+
+
+def uniform_moves(cfg, first: int) -> float:
+    """The uniform walk's success on the set whose first task seed is `first`."""
+    return uniform_walk(cfg, first)["success"]
 
 
 def table(rows: dict, against: dict | None = None) -> str:
@@ -154,13 +163,16 @@ def main(argv=None):
     cfg, ft, how_played = parse_args(argv)
     if not ft.model:
         raise SystemExit("error: give a chat model: --model smollm2, a folder, or random")
-    if ft.model == "random":
-        success = uniform_moves(cfg, freetext.MAZES[ft.mazes])
-        print(f"uniform random moves on {cfg.eval_tasks} {ft.mazes} "
-              f"{cfg.size}x{cfg.size} mazes "
-              f"(start at least {cfg.min_distance} moves away, {cfg.max_steps} moves), "
-              f"{RANDOM_DRAWS} episodes each: success {success:.3f}")
-        return {"uniform random moves": {"success": success}}
+    if ft.model == "random":  # its row written as a play's, to keep and to pair with
+        rows = {"uniform random moves": uniform_walk(cfg, freetext.MAZES[ft.mazes])}
+        out = Path(cfg.out or "runs/prompted-random")
+        sg.checked_folder(out, "--out")
+        compare.write_results(out, "prompted", (
+            f"uniform random moves on {cfg.eval_tasks} {ft.mazes} {cfg.size}x{cfg.size} mazes "
+            f"(start at least {cfg.min_distance} moves away, {cfg.max_steps} moves), "
+            f"{RANDOM_DRAWS} episodes each. Command: "
+            f"{compare.command_line('prompted.py', argv)}\n\n{table(rows)}"), rows)
+        return rows
     folder = freetext.model_folder(ft.model)
     device = sg.pick_device(cfg.device)
     if cfg.threads:

@@ -164,6 +164,8 @@ def check_command(words: list):
     program, argv = words[0], words[1:]
     if program == "python" and argv[:2] == ["-m", "pytest"]:
         return check_pytest(argv[2:])
+    if program == "python" and argv[:2] == ["-m", "pip"]:
+        return check_command(argv[1:])
     if program == "python" and argv[:1] == ["-c"]:
         return compile(argv[1], "<python -c>", "exec")
     if program == "python":
@@ -220,6 +222,36 @@ def test_every_pairing_of_kept_plays_in_the_docs_prints_what_the_docs_show(monke
     for words in pairings:
         for line in paired.main(words[2:]):
             assert line in docs, f"{shlex.join(words)} prints a line the docs lack:\n{line}"
+
+
+def test_the_gpu_script_runs_only_commands_its_scripts_accept(tmp_path):
+    """experiments/smollm2_gpu.sh with DRY_RUN=1 lists what it runs on a fresh machine (no
+    stage's result there yet): every command is accepted by its script, and every stage is
+    there: the install, the model, the warm start, the smoke step first among the trained
+    runs, the rates on the tuning mazes, three seeds of three arms, their plays, and each arm
+    paired with the warm start and with each other arm, greedy and sampled."""
+    import subprocess
+    run = subprocess.run(["bash", str(ROOT / "experiments/smollm2_gpu.sh")], capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "DRY_RUN": "1",
+                                                      "OUT": str(tmp_path / "gpu")})
+    assert run.returncode == 0, run.stderr
+    commands = [shlex.split(line) for line in run.stdout.splitlines()]
+    for words in commands:
+        check_command(words)
+    scripts = [words[1] for words in commands if words[0] == "python"]
+    assert scripts[:2] == ["-m", "-m"] and "examples/warm_start.py" in scripts
+    trained = [words for words in commands if words[1] == "examples/trl_freetext.py"]
+    assert "--iterations" in trained[0] and len(trained) == 1 + 2 * 3 + 3 * 3
+    assert sum("--mazes" in words for words in trained) == 6
+    assert scripts.count("experiments/prompted.py") == 1 + 3 * 3
+    pairs = {words[3] for words in commands if words[1] == "experiments/paired.py"}
+    arms = ["grpo-seed{seed}-play:ReAct", "sg-seed{seed}-play:ReAct w/ SG",
+            "sg_gr-seed{seed}-play:ReAct w/ SG"]
+    warm = ["warm:ReAct", "warm:ReAct w/ SG", "warm:ReAct w/ SG"]
+    out = f"{tmp_path}/gpu/"
+    assert pairs == {f"{out}{a}, {how}|{out}{b}, {how}" for how in ("greedy", "sampled")
+                     for a, b in [*zip(arms, warm), (arms[1], arms[0]), (arms[2], arms[0]),
+                                  (arms[2], arms[1])]}
 
 
 def test_the_command_reader_splits_expands_and_finds_what_is_not_accepted():

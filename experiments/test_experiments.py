@@ -945,7 +945,7 @@ def test_prompted_plays_the_held_out_or_the_tuning_mazes_greedy_sampled_or_both(
     assert "--no-greedy and --no-sampled leave nothing to play" in capsys.readouterr().err
 
 
-def test_uniform_moves_reach_the_goal_as_often_as_the_exact_walk(monkeypatch):
+def test_uniform_moves_reach_the_goal_as_often_as_the_exact_walk(monkeypatch, tmp_path):
     """The baseline of --model random against the exact probability that uniform moves reach
     the goal within max_steps on the same mazes (a walk over the open cells, a bump stays)."""
     cfg = sg.Config(size=4, min_distance=3, max_steps=12, eval_tasks=3)
@@ -973,9 +973,14 @@ def test_uniform_moves_reach_the_goal_as_often_as_the_exact_walk(monkeypatch):
                                        sg.EVAL_SEED_BASE + i)
         assert alone == pytest.approx(probability, abs=0.013), i
     args = ["--model", "random", "--size", "4", "--min-distance", "3", "--max-steps", "12",
-            "--eval-tasks", "3"]
-    assert prompted.main(args)["uniform random moves"]["success"] == \
-        prompted.uniform_moves(cfg, sg.EVAL_SEED_BASE)  # the command's figure, the same draws
+            "--eval-tasks", "3", "--out", str(tmp_path / "uniform")]
+    row = prompted.main(args)["uniform random moves"]
+    assert row["success"] == prompted.uniform_moves(cfg, sg.EVAL_SEED_BASE)  # the same draws
+    assert row["success"] == pytest.approx(sum(row["per_maze"]) / 3)
+    # written as a play: kept by results.py, paired maze by maze by paired.py
+    written = json.loads((tmp_path / "uniform" / "prompted.json").read_text())
+    assert written == {"uniform random moves": row}
+    assert "| uniform random moves |" in (tmp_path / "uniform" / "prompted.md").read_text()
     # --mazes tuning: the walk on selfguide's calibration mazes, not the held-out ones
     tuning = prompted.main(args + ["--mazes", "tuning"])["uniform random moves"]["success"]
     assert tuning == prompted.uniform_moves(cfg, research.CALIBRATION_SEED_BASE) != estimate
@@ -1450,6 +1455,15 @@ def test_paired_plays_pairs_two_plays_maze_by_maze_then_over_mazes_and_seeds(tmp
         paired.main(["--plays", f"{A}|{B}", "1,2"])
     with pytest.raises(SystemExit, match="seed 2 played 5 mazes, seed 1 4"):
         paired.main(["--plays", f"{B}|{B}", "1,2"])
+    # --first N: the first N mazes of each side (grpo-2 now played 5: its first 3 and 4 are paired)
+    assert paired.main(["--plays", f"{A}|{B}", "1,2", "--first", "4"]) == lines
+    assert paired.main(["--plays", f"{A}|{B}", "2", "--first", "3"]) == [
+        f"sg_gr-2:ReAct w/ SG, greedy - grpo-2:ReAct, greedy, paired on 3 mazes: "
+        f"{compare.interval_text(two[:3])}"]
+    with pytest.raises(SystemExit, match="--first 5, but a side played 4 mazes"):
+        paired.main(["--plays", f"{A}|{B}", "2", "--first", "5"])
+    with pytest.raises(SystemExit):  # the usage
+        paired.main(["--plays", f"{A}|{B}", "2", "--first", "0"])
 
 
 def fake_bridge_run(folder: Path, prior: float, successes: list, failures=None):
