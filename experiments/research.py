@@ -20,6 +20,7 @@ adds:
 """
 from __future__ import annotations
 
+import hashlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -226,10 +227,36 @@ def placebo_targets(targets: torch.Tensor, generator) -> torch.Tensor:
     return torch.where((targets == POSITIVE) | (targets == NEGATIVE), coin, targets)
 
 
+def prior_fingerprint(cfg: sg.Config) -> str | None:
+    """The cached prior of these settings as 12 hex digits (sha256 over its tensors, by name),
+    None if it is not cloned yet: the same on two machines only if both cloned the same prior.
+    Another CPU kind's float kernels can clone another prior from the same seed, and every row
+    trained from it then differs too."""
+    from safetensors.torch import load_file
+    path = Path(cfg.prior_cache) / f"prior-{sg.prior_key(cfg)}" / "model.safetensors"
+    if not path.exists():
+        return None
+    weights, digest = load_file(path), hashlib.sha256()
+    for name in sorted(weights):
+        digest.update(name.encode() + weights[name].contiguous().numpy().tobytes())
+    return digest.hexdigest()[:12]
+
+
 def parse_args(argv=None) -> Config:
     """This command line: selfguide.py's, with the research settings."""
     return sg.parse_config(argv, Config)
 
 
+def main(argv=None):
+    """One run, as selfguide.py runs the method, then its prior's fingerprint: a reader on
+    another machine can tell whether the run started from the prior the report's did."""
+    rows = sg.main(argv, settings=Config)
+    fingerprint = prior_fingerprint(parse_args(argv))
+    if rows is not None and fingerprint:
+        print(f"the prior's fingerprint: {fingerprint} (the same on two machines only if both "
+              f"cloned the same prior)")
+    return rows
+
+
 if __name__ == "__main__":
-    sg.main(settings=Config)
+    main()

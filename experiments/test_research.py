@@ -499,8 +499,22 @@ def test_the_research_command_runs_one_run_as_selfguide_py_does(tmp_path, prior_
     """python experiments/research.py: selfguide.py's main with the research settings."""
     args = ["--out", str(tmp_path / "run"), "--prior-cache", str(prior_cache), "--iterations",
             "2", "--eval-every", "1"]
-    rows = sg.main(TINY_ARGS + args + ["--guide-advantage", "hindsight"], rs.Config)
+    rows = rs.main(TINY_ARGS + args + ["--guide-advantage", "hindsight"])
     assert len(rows) == 4 and (tmp_path / "run" / "log.jsonl").exists()
+    # then the prior's fingerprint: its tensors' hash, which any changed weight changes
+    fingerprint = rs.prior_fingerprint(rs.parse_args(TINY_ARGS + args))
+    assert f"the prior's fingerprint: {fingerprint} " in capsys.readouterr().out
+    from safetensors.torch import load_file, save_file
+    cfg = rs.parse_args(TINY_ARGS + args)
+    weights = load_file(prior_cache / f"prior-{sg.prior_key(cfg)}" / "model.safetensors")
+    name = sorted(weights)[0]
+    for moved in (0.0, 1e-3):  # the same weights, then one weight moved
+        copy = tmp_path / f"copy-{moved}" / f"prior-{sg.prior_key(cfg)}"
+        copy.mkdir(parents=True)
+        save_file({**weights, name: weights[name] + moved}, copy / "model.safetensors")
+        again = rs.prior_fingerprint(sg.dataclasses.replace(cfg, prior_cache=str(copy.parent)))
+        assert (again == fingerprint) == (moved == 0.0)
+    assert rs.prior_fingerprint(sg.dataclasses.replace(cfg, prior_cache=str(tmp_path))) is None
     with pytest.raises(SystemExit):
         sg.main(TINY_ARGS + args + ["--guide-advantage", "hindsight"])  # not the method's
     assert "invalid choice: 'hindsight'" in capsys.readouterr().err
