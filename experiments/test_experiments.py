@@ -1603,3 +1603,11 @@ def test_the_registered_claims_are_judged_by_the_standard_and_the_predictor_by_f
     assert "| 7. success, hindsight - the critic | +0.0, margin +-0.1 | +0.200 [+0.200, " \
            "+0.200], 6 of 6 | shown; not equivalent |" in table
     assert "10. early target coverage predicts learning (Pearson r) | 0 | - |" in table  # flat
+    # the median seed by the learning figure (claim 1's difference here: the one defined)
+    seeds = [430 + k for k in range(6)]
+    for k in range(6):  # learning figures 0.5, 0.4, 0.3, 0.2, 0.1, 0.0 for 430..435
+        for row, value in ((results.HINDSIGHT_1, 0.5 - 0.1 * k), (results.PLACEBO_1, 0.0)):
+            per_seed[k][row]["final"]["probe_guide_true_prob_stale_negative"] = value
+    assert results.registered_table(per_seed, seeds).endswith(
+        "the lower of the two middle ones if the count is even: seed 433, +0.200 (of 6 seeds).")
+    assert "median seed" not in results.registered_table(per_seed)  # without the seeds
