@@ -867,3 +867,23 @@ def test_a_run_stopped_after_a_checkpoint_resumes_to_the_run_it_would_have_been(
     assert len(logs[0]) == len(logs[1]) == 4
     for x, y in zip(*logs):  # each key that differs, with its two values
         assert {k: (x.get(k), y.get(k)) for k in x.keys() | y.keys() if x.get(k) != y.get(k)} == {}
+
+
+def test_a_resume_takes_the_last_whole_checkpoint_and_refuses_another_runs(tmp_path):
+    """resume_point: the checkpoint of the most iterations among the whole ones (the resume
+    file and TRL's trainer_state.json, written last, both there); none without one; another
+    run's settings refused in one line, but for how it runs (--show, --save-every, --out)."""
+    settings = {"lr": 1e-5, "seed": 1, "show": 0, "save_every": 10, "out": "a", "threads": 1}
+    assert freetext.resume_point(tmp_path, settings) == (None, None)
+    for step, whole in ((40, True), (80, True), (120, False)):  # 120: a save that broke
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        (folder / freetext.RESUME_FILE).write_text(json.dumps(
+            {"settings": settings, "records": [{}] * (step // 4)}))
+        if whole:
+            (folder / "trainer_state.json").write_text("{}")
+    last, state = freetext.resume_point(tmp_path, {**settings, "show": 2, "out": "a/"})
+    assert last.name == "checkpoint-80" and len(state["records"]) == 20
+    for changed in ({"lr": 3e-5}, {"threads": 2}):
+        with pytest.raises(SystemExit, match=f"another run .*--{next(iter(changed))}"):
+            freetext.resume_point(tmp_path, {**settings, **changed})

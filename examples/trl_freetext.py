@@ -127,8 +127,10 @@ class FreeText:
     save_every: int = setting(0, "keep a checkpoint every this many iterations in --out "
                                  "(checkpoint-*: the model, the optimizer, the log so far and "
                                  "the rollouts' random streams; the last two kept): the same "
-                                 "command run again resumes from the last one, and a run that "
-                                 "ends deletes them (0: no checkpoints)")
+                                 "command run again resumes from the last one to the weights "
+                                 "and log of the run never stopped (but its timings and TRL's "
+                                 "end-of-training summary), and a run that ends deletes them "
+                                 "(0: no checkpoints)")
 
     def __post_init__(self):
         if self.vocab < 64 or self.reply_tokens < 4 or min(self.turn_updates,
@@ -857,7 +859,10 @@ def make_trainer_class():
             run resumed from it needs besides: the log so far and the rollout's random streams
             (the episodes of the iterations after it are the ones the run would have played).
             Written first: TRL writes trainer_state.json last, so a checkpoint that has it is
-            whole (resume_point)."""
+            whole (resume_point). None at the last step, where the run's own files follow. On
+            P processes the main process writes it: they resume from one shared --out."""
+            if self.state.global_step >= self.state.max_steps:
+                return
             folder = (Path(self._get_output_dir(trial=trial))
                       / f"checkpoint-{self.state.global_step}")
             if self.args.should_save:
@@ -950,7 +955,8 @@ def peak_memory_gib(device: torch.device) -> dict:
 # --- Checkpoints: a run stopped midway resumes where its last checkpoint left it ---
 
 RESUME_FILE = "selfguide_resume.json"
-HOW_RUN = ("threads", "eval_batch", "show", "device", "save_every")  # may differ on resuming
+HOW_RUN = ("show", "save_every", "out")  # may differ on resuming; any other setting may move
+# the numbers (threads: the order of a CPU's sums; eval_batch: padding under bf16; device)
 
 
 def resume_point(out: Path, settings: dict):

@@ -106,9 +106,10 @@ def plays_lines(a: str, b: str, seeds: list, first: int | None = None) -> list:
     for seed in seeds:
         x, y = per_maze(a, seed), per_maze(b, seed)
         if first is not None:
-            if min(len(x), len(y)) < first:
-                raise SystemExit(f"error: --first {first}, but a side played "
-                                 f"{min(len(x), len(y))} mazes")
+            for side, played in ((a, x), (b, y)):
+                if len(played) < first:
+                    raise SystemExit(f"error: --first {first}, but seed {seed}'s "
+                                     f"{play_side(side, seed)[0]} played {len(played)} mazes")
             x, y = x[:first], y[:first]
         if len(x) != len(y):
             raise SystemExit(f"error: seed {seed}: {len(x)} mazes against {len(y)}; pair plays "

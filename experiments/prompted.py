@@ -164,6 +164,11 @@ def main(argv=None):
     if not ft.model:
         raise SystemExit("error: give a chat model: --model smollm2, a folder, or random")
     if ft.model == "random":  # its row written as a play's, to keep and to pair with
+        if how_played.against or how_played.draws > 1 or not how_played.greedy \
+                or not how_played.sampled:
+            raise SystemExit("error: --model random plays RANDOM_DRAWS uniform walks a maze, "
+                             "neither greedy nor sampled: no --against, --draws, --no-greedy "
+                             "or --no-sampled")
         rows = {"uniform random moves": uniform_walk(cfg, freetext.MAZES[ft.mazes])}
         out = Path(cfg.out or "runs/prompted-random")
         sg.checked_folder(out, "--out")

