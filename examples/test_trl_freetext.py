@@ -784,8 +784,8 @@ def test_the_cpu_recipe_reaches_trl_as_meant_and_trains_only_the_top_blocks(
     from safetensors.torch import load_file
     made, real = {}, freetext.bridge.train_and_report
 
-    def spy(make_trainer, *args):
-        return real(lambda: made.setdefault("trainer", make_trainer()), *args)
+    def spy(make_trainer, *args, **kwargs):
+        return real(lambda: made.setdefault("trainer", make_trainer()), *args, **kwargs)
     monkeypatch.setattr(freetext.bridge, "train_and_report", spy)
     out = tmp_path / "out"
     import resource
