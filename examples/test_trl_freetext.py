@@ -833,8 +833,9 @@ def test_a_run_stopped_after_a_checkpoint_resumes_to_the_run_it_would_have_been(
     the log of the run never stopped (the same episodes: the rollout's streams, the optimizer,
     lambda's iteration and the log are all in the checkpoint); a finished run deletes its
     checkpoints; another run's settings are refused in one line."""
-    args = FREE_ARGS + ["--iterations", "4", "--save-every", "2", "--model", str(tiny_llama),
-                        "--internal-reward", "oracle", "--freetext-cache", str(tmp_path / "c")]
+    args = FREE_ARGS + ["--iterations", "4", "--save-every", "2", "--eval-every", "2",
+                        "--model", str(tiny_llama), "--internal-reward", "oracle",
+                        "--freetext-cache", str(tmp_path / "c")]
     freetext.main(args + ["--out", str(tmp_path / "whole")])
     play, sampled = freetext.play, []
 
