@@ -358,7 +358,7 @@ def fisher_interval(xs, ys) -> tuple:
 
 def registered_table(per_seed: list, seeds: list | None = None) -> str:
     """REPORT section 14's claims, each judged by the standard, in the order registered
-    (claim 9, the checkpoint experiment, is K-critic's table); then, with the seeds, the
+    (claim 9, the checkpoint experiment, is K-critic's: steering_claim); then, with the seeds, the
     median seed by claim 10's learning figure (the lower of the two middle ones), the
     README's one-seed demo."""
     def differences(key, a, b):  # the seeds where both rows have the figure
@@ -411,11 +411,26 @@ def registered_table(per_seed: list, seeds: list | None = None) -> str:
     return "\n".join(lines)
 
 
+def steering_claim(per_seed: list, seeds=None) -> str:  # (seeds: unused)
+    """REPORT section 14's claim 9 from a checkpoint experiment, judged by the standard: the
+    final checkpoint's guides steering the prior's moves, success minus the prior's own
+    guides steering them, above 0."""
+    found = [s["steered"]["prior"][-1]["success"] - s["steered"]["prior"][0]["success"]
+             for s in per_seed]
+    return "\n".join([
+        "| claim, registered | threshold | figure [95% CI], seeds above, below | verdict |",
+        "|---|---|---|---|",
+        f"| 9. the final guides on the prior's moves - the prior's guides | +0.0 | "
+        f"{compare.interval_text(found)}, {sum(d > 0 for d in found)} above, "
+        f"{sum(d < 0 for d in found)} below (of {len(found)}) | {verdict(found, 0.0)} |"])
+
+
 TABLES = {  # what the docs print from each kept comparison, besides compare.py's own table
     "hindsight-house-tuning": [hindsight_table, rise_table],
     "coevolution-house": [hindsight_table, rise_table],
     "hindsight-default-tuning": [default_table],
-    "critic-house": [hindsight_table, registered_table],  # REPORT section 14, once kept
+    "critic-house": [hindsight_table, registered_table],  # REPORT section 14
+    "K-critic": [steering_claim],  # its claim 9
 }
 
 
@@ -432,7 +447,7 @@ def tables(name: str) -> list:
     per_seed = result["per_seed"]
     if result.get("kind") == "checkpoints":
         import checkpoints
-        return [checkpoints.tables(per_seed)]
+        return [checkpoints.tables(per_seed)] + [table(per_seed) for table in TABLES.get(name, [])]
     return [compare.compare_table(per_seed)] + [table(per_seed, seeds=result["seeds"]) for table in
                                                 TABLES.get(name, [])]
 

@@ -1614,3 +1614,14 @@ def test_the_registered_claims_are_judged_by_the_standard_and_the_predictor_by_f
     assert results.registered_table(per_seed, seeds).endswith(
         "the lower of the two middle ones if the count is even: seed 433, +0.200 (of 6 seeds).")
     assert "median seed" not in results.registered_table(per_seed)  # without the seeds
+    # claim 9, from a checkpoint experiment: the final guides on the prior's moves (the last
+    # steering entry) minus the prior's own (the first), by seed
+    steered = [{"steered": {"prior": [{"success": 0.3 + 0.01 * k}, {"success": 0.9},
+                                      {"success": 0.3 + 0.01 * k + d}]}}
+               for k, d in enumerate([0.1, 0.12, -0.02, 0.1, 0.11, 0.09])]
+    assert results.steering_claim(steered).endswith(
+        "| 9. the final guides on the prior's moves - the prior's guides | +0.0 | "
+        f"{compare.interval_text([0.1, 0.12, -0.02, 0.1, 0.11, 0.09])}, 5 above, 1 below "
+        "(of 6) | shown |")
+    assert results.steering_claim(steered[:2] + [{"steered": {"prior": [
+        {"success": 0.5}, {"success": 0.2}]}}]).endswith("not resolved |")
