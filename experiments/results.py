@@ -435,8 +435,8 @@ TABLES = {  # what the docs print from each kept comparison, besides compare.py'
 
 
 def tables(name: str) -> list:
-    """The tables the docs hold from results/<name>: compare.py's, then TABLES'; a checkpoint
-    experiment's, checkpoints.py's."""
+    """The tables the docs hold from results/<name>: compare.py's (a checkpoint experiment's,
+    checkpoints.py's), then TABLES'."""
     result = load(name)
     if result.get("kind") == "runs":
         return [runs_table(result["runs"])]
