@@ -99,11 +99,6 @@ def uniform_walk(cfg, first: int) -> dict:
             "unparseable": 0.0, "per_maze": per_maze}
 
 
-def uniform_moves(cfg, first: int) -> float:
-    """The uniform walk's success on the set whose first task seed is `first`."""
-    return uniform_walk(cfg, first)["success"]
-
-
 def table(rows: dict, against: dict | None = None) -> str:
     """A row per way of playing, then the paired difference of the two formats; with other
     runs' rows (`against`: {folder: rows}), each row minus each of theirs played the same way

@@ -447,9 +447,10 @@ def tables(name: str) -> list:
     per_seed = result["per_seed"]
     if result.get("kind") == "checkpoints":
         import checkpoints
-        return [checkpoints.tables(per_seed)] + [table(per_seed) for table in TABLES.get(name, [])]
-    return [compare.compare_table(per_seed)] + [table(per_seed, seeds=result["seeds"]) for table in
-                                                TABLES.get(name, [])]
+        first = checkpoints.tables(per_seed)
+    else:
+        first = compare.compare_table(per_seed)
+    return [first] + [table(per_seed, seeds=result["seeds"]) for table in TABLES.get(name, [])]
 
 
 def parse_args(argv=None):

@@ -966,16 +966,16 @@ def test_uniform_moves_reach_the_goal_as_often_as_the_exact_walk(monkeypatch, tm
     # 4,000 walks a maze: the estimate's std is about 0.007 a maze and 0.004 pooled, while a
     # walk one move short reaches the goal 0.015 to 0.029 less often on these mazes
     monkeypatch.setattr(prompted, "RANDOM_DRAWS", 4000)
-    estimate = prompted.uniform_moves(cfg, sg.EVAL_SEED_BASE)
+    estimate = prompted.uniform_walk(cfg, sg.EVAL_SEED_BASE)["success"]
     assert 0.05 < sum(exact) / 3 < 0.95 and estimate == pytest.approx(sum(exact) / 3, abs=0.008)
     for i, probability in enumerate(exact):  # maze by maze: a maze's episodes are its own
-        alone = prompted.uniform_moves(sg.dataclasses.replace(cfg, eval_tasks=1),
-                                       sg.EVAL_SEED_BASE + i)
+        alone = prompted.uniform_walk(sg.dataclasses.replace(cfg, eval_tasks=1),
+                                      sg.EVAL_SEED_BASE + i)["success"]
         assert alone == pytest.approx(probability, abs=0.013), i
     args = ["--model", "random", "--size", "4", "--min-distance", "3", "--max-steps", "12",
             "--eval-tasks", "3", "--out", str(tmp_path / "uniform")]
     row = prompted.main(args)["uniform random moves"]
-    assert row["success"] == prompted.uniform_moves(cfg, sg.EVAL_SEED_BASE)  # the same draws
+    assert row["success"] == prompted.uniform_walk(cfg, sg.EVAL_SEED_BASE)["success"]  # same draws
     assert len(row["per_maze"]) == 3 and all(  # each maze's share of its walks
         (share * prompted.RANDOM_DRAWS).is_integer() for share in row["per_maze"])
     with pytest.raises(SystemExit, match="no --against, --draws"):
@@ -986,7 +986,8 @@ def test_uniform_moves_reach_the_goal_as_often_as_the_exact_walk(monkeypatch, tm
     assert "| uniform random moves |" in (tmp_path / "uniform" / "prompted.md").read_text()
     # --mazes tuning: the walk on selfguide's calibration mazes, not the held-out ones
     tuning = prompted.main(args + ["--mazes", "tuning"])["uniform random moves"]["success"]
-    assert tuning == prompted.uniform_moves(cfg, research.CALIBRATION_SEED_BASE) != estimate
+    walked = prompted.uniform_walk(cfg, research.CALIBRATION_SEED_BASE)["success"]
+    assert tuning == walked != estimate
 
 
 # --- figures (skipped without matplotlib) ---
