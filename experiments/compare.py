@@ -427,6 +427,14 @@ T_975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
          2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086]  # Student t, 97.5%, df 1..20
 
 
+def t_975(df: int) -> float:
+    """Student t's 97.5% point: the table, past it the Cornish-Fisher expansion of t in 1/df
+    (within 0.0003 of t for df > 20)."""
+    z = 1.959964  # the normal's 97.5% point
+    return T_975[df - 1] if df <= len(T_975) else (
+        z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2))
+
+
 def paired_interval(differences) -> tuple[float, float]:
     """Mean of paired differences and the half-width of its 95% t-interval (seeds are the
     pairs: same prior, same seed). Half-width nan for fewer than two pairs."""
@@ -434,11 +442,7 @@ def paired_interval(differences) -> tuple[float, float]:
     n = len(differences)
     if n < 2:
         return mean, float("nan")
-    df, z = n - 1, 1.959964  # z: the normal's 97.5% point
-    # past the table, the Cornish-Fisher expansion of t in 1/df (within 0.0003 of t for df > 20)
-    t = T_975[df - 1] if df <= len(T_975) else (
-        z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2))
-    return mean, t * spread / math.sqrt(n)
+    return mean, t_975(n - 1) * spread / math.sqrt(n)
 
 
 def interval_text(differences) -> str:
