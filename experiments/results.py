@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import re
 import shlex
 import sys
@@ -356,52 +357,162 @@ def fisher_interval(xs, ys) -> tuple:
     return r, math.tanh(z - half), math.tanh(z + half)
 
 
+def sign_test(differences) -> tuple:
+    """The seeds above 0 and below 0 (those at 0 dropped) and the exact two-sided sign-test p:
+    twice the binomial tail (n, 1/2) at the smaller count, at most 1."""
+    signs = [round(d, 9) for d in differences]
+    above, below = sum(d > 0 for d in signs), sum(d < 0 for d in signs)
+    n = above + below
+    tail = sum(math.comb(n, k) for k in range(min(above, below) + 1)) / 2 ** n
+    return above, below, min(1.0, 2 * tail)
+
+
+def wilcoxon_signed_rank(differences) -> tuple:
+    """Wilcoxon's signed-rank test with the zeros dropped (Wilcoxon's way, not Pratt's): W+,
+    the sum of the ranks of |d| where d > 0 (tied |d| share their mean rank); the count
+    ranked; and the exact two-sided p, twice the smaller tail of W+ over the 2^n equally
+    likely sign patterns of those ranks (exact with ties too), at most 1."""
+    kept = sorted((abs(d), d > 0) for d in (round(d, 9) for d in differences) if d != 0)
+    ranks = [1 + sum(b < a for b, _ in kept) + (sum(b == a for b, _ in kept) - 1) / 2
+             for a, _ in kept]
+    w_plus = sum(rank for rank, (_, positive) in zip(ranks, kept) if positive)
+    patterns = {0: 1}  # twice a rank sum (an integer) -> the sign patterns that reach it
+    for rank in ranks:
+        step, before = round(2 * rank), patterns
+        patterns = dict(before)
+        for total, count in before.items():
+            patterns[total + step] = patterns.get(total + step, 0) + count
+    at = round(2 * w_plus)
+    low = sum(count for total, count in patterns.items() if total <= at)
+    high = sum(count for total, count in patterns.items() if total >= at)
+    return w_plus, len(kept), min(1.0, 2 * min(low, high) / 2 ** len(kept))
+
+
+def bootstrap_interval(differences, resamples: int = 10_000, seed: int = 0) -> tuple:
+    """The mean's 95% percentile bootstrap interval: the figures resampled with replacement
+    `resamples` times by random.Random(seed), and the sorted means at 0.025 (resamples - 1)
+    and 0.975 (resamples - 1), rounded (the 251st and 9,750th of 10,000)."""
+    draw, n = random.Random(seed), len(differences)
+    means = sorted(sum(draw.choices(differences, k=n)) / n for _ in range(resamples))
+    return means[round(0.025 * (resamples - 1))], means[round(0.975 * (resamples - 1))]
+
+
+def normal_cdf(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2))
+
+
+def over_sample_spread(given, n: int, points: int = 1000) -> float:
+    """E[given(w)], w the sample SD of n normal figures over their true SD (w^2 (n - 1) is
+    chi-square with n - 1 degrees of freedom): the midpoint rule over w's density."""
+    df = n - 1
+    top = 1 + 12 / math.sqrt(2 * df)  # w is about 1, give or take 1 / sqrt(2 df)
+    constant = math.log(2 * df) - df / 2 * math.log(2) - math.lgamma(df / 2)
+    total = 0.0
+    for k in range(points):
+        w = (k + 0.5) * top / points
+        total += math.exp(constant + math.log(w) + (df / 2 - 1) * math.log(df * w * w)
+                          - df * w * w / 2) * given(w)
+    return total * top / points
+
+
+def power_above(shift: float, spread: float, n: int) -> float:
+    """The chance that the standard says shown for a claim above a threshold (the 95% paired
+    t-interval of n differences wholly above it) when the true mean lies `shift` above the
+    threshold and the differences' true SD is `spread`: the noncentral t, integrated
+    numerically over the sample SD."""
+    se, t = spread / math.sqrt(n), compare.t_975(n - 1)
+    return over_sample_spread(lambda w: normal_cdf(shift / se - t * w), n)
+
+
+def power_equivalent(true: float, spread: float, n: int, margin: float = 0.1) -> float:
+    """The chance that the standard says equivalent (the 95% interval wholly inside +-margin,
+    two one-sided tests) when the true mean is `true` and the true SD `spread`."""
+    se, t = spread / math.sqrt(n), compare.t_975(n - 1)
+    return over_sample_spread(lambda w: max(0.0, normal_cdf((margin - t * se * w - true) / se)
+                                            - normal_cdf((t * se * w - margin - true) / se)), n)
+
+
+def power_correlation(r: float, n: int) -> float:
+    """The chance that Fisher's z interval of Pearson's r on n pairs excludes 0 when the true
+    correlation is r: the normal with atanh(r) sqrt(n - 3) against 1.96, both sides."""
+    z = math.atanh(r) * math.sqrt(n - 3)
+    return normal_cdf(z - 1.96) + normal_cdf(-z - 1.96)
+
+
+def needed(power, target: float = 0.8, high: float = 2.0) -> float:
+    """The smallest x in [0, high] with power(x) >= target (power rising in x), by bisection."""
+    low = 0.0
+    for _ in range(40):
+        low, high = (low, (low + high) / 2) if power((low + high) / 2) >= target else \
+            ((low + high) / 2, high)
+    return high
+
+
+PAPER_GAIN = 0.08  # the paper's average gain of the full method over GRPO (PAPER.md)
+CLAIMS = [  # section 14's claims on critic-house: name, figure, row - row, threshold, margin
+    ("1. hindsight - placebo, probe, truly negative stale moves",
+     "probe_guide_true_prob_stale_negative", HINDSIGHT_1, PLACEBO_1, 0.1, None),
+    ("2. the same, truly positive", "probe_guide_true_prob_stale_positive",
+     HINDSIGHT_1, PLACEBO_1, 0.1, None),
+    ("3a. the same on its own rollouts, truly negative", "guide_true_prob_stale_negative",
+     HINDSIGHT_1, PLACEBO_1, 0.1, None),
+    ("3b. the same on its own rollouts, truly positive", "guide_true_prob_stale_positive",
+     HINDSIGHT_1, PLACEBO_1, 0.1, None),
+    ("4. success, hindsight - GRPO", "success", HINDSIGHT_1, "GRPO", 0.0, 0.1),
+    ("5. success, hindsight - placebo", "success", HINDSIGHT_1, PLACEBO_1, 0.0, 0.1),
+    ("6. success, hindsight - env at 1", "success", HINDSIGHT_1, ENV_1, 0.0, 0.1),
+    ("7. success, hindsight - the critic", "success", HINDSIGHT_1, CRITIC_1, 0.0, 0.1),
+    ("8. success, the critic - env at 1", "success", CRITIC_1, ENV_1, 0.0, None)]
+STEERING = "9. the final guides on the prior's moves - the prior's guides"  # K-critic's claim
+PREDICTORS = [("10. early target coverage", "early_target_coverage", HINDSIGHT_1),
+              ("10'. env at 1's final success", "success", ENV_1)]
+
+
+def claim_differences(per_seed: list, key: str, a: str, b: str) -> list:
+    """Row a's figure minus row b's, by seed, on the seeds where both have it (none where a
+    comparison lacks a row)."""
+    pairs = [(s[a]["final"].get(key), s[b]["final"].get(key)) for s in per_seed
+             if a in s and b in s]
+    return [x - y for x, y in pairs if x is not None and y is not None]
+
+
+def learning(seed: dict):
+    """Claim 10's learning figure: the mean of claims 1 and 2's differences (the one defined)."""
+    hindsight, placebo = seed[HINDSIGHT_1]["final"], seed[PLACEBO_1]["final"]
+    found = [hindsight[k] - placebo[k] for k in ("probe_guide_true_prob_stale_negative",
+                                                 "probe_guide_true_prob_stale_positive")
+             if None not in (hindsight.get(k), placebo.get(k))]
+    return sum(found) / len(found) if found else None
+
+
 def registered_table(per_seed: list, seeds: list | None = None) -> str:
     """REPORT section 14's claims, each judged by the standard, in the order registered
     (claim 9, the checkpoint experiment, is K-critic's: steering_claim); then, with the seeds, the
     median seed by claim 10's learning figure (the lower of the two middle ones), the
     README's one-seed demo."""
-    def differences(key, a, b):  # the seeds where both rows have the figure
-        pairs = [(s[a]["final"].get(key), s[b]["final"].get(key)) for s in per_seed]
-        return [x - y for x, y in pairs if x is not None and y is not None]
-
-    claims = [("1. hindsight - placebo, probe, truly negative stale moves", 0.1, None,
-               differences("probe_guide_true_prob_stale_negative", HINDSIGHT_1, PLACEBO_1)),
-              ("2. the same, truly positive", 0.1, None,
-               differences("probe_guide_true_prob_stale_positive", HINDSIGHT_1, PLACEBO_1)),
-              ("3a. the same on its own rollouts, truly negative", 0.1, None,
-               differences("guide_true_prob_stale_negative", HINDSIGHT_1, PLACEBO_1)),
-              ("3b. the same on its own rollouts, truly positive", 0.1, None,
-               differences("guide_true_prob_stale_positive", HINDSIGHT_1, PLACEBO_1))]
-    claims += [(f"{n}. success, {name}", 0.0, margin, differences("success", a, b))
-               for n, name, a, b, margin in [
-                   (4, "hindsight - GRPO", HINDSIGHT_1, "GRPO", 0.1),
-                   (5, "hindsight - placebo", HINDSIGHT_1, PLACEBO_1, 0.1),
-                   (6, "hindsight - env at 1", HINDSIGHT_1, ENV_1, 0.1),
-                   (7, "hindsight - the critic", HINDSIGHT_1, CRITIC_1, 0.1),
-                   (8, "the critic - env at 1", CRITIC_1, ENV_1, None)]]
     lines = ["| claim, registered | threshold | figure [95% CI], seeds above the threshold | verdict |",
              "|---|---|---|---|"]
-    for name, threshold, margin, found in claims:
+    for name, key, a, b, threshold, margin in CLAIMS:
+        found = claim_differences(per_seed, key, a, b)
         above = sum(d > threshold for d in found)
         declared = "" if margin is None else f", margin +-{margin}"
         lines.append(f"| {name} | {threshold:+.1f}{declared} | " + (
             f"{compare.interval_text(found)}, {above} of {len(found)} | "
             f"{verdict(found, threshold, margin)} |" if found else "- | - |"))
-    def learning(seed):  # the mean of claims 1 and 2's differences (the one defined)
-        hindsight, placebo = seed[HINDSIGHT_1]["final"], seed[PLACEBO_1]["final"]
-        found = [hindsight[k] - placebo[k] for k in ("probe_guide_true_prob_stale_negative",
-                                                     "probe_guide_true_prob_stale_positive")
-                 if None not in (hindsight.get(k), placebo.get(k))]
-        return sum(found) / len(found) if found else None
     learned = [learning(seed) for seed in per_seed]
-    for name, key, row in [("10. early target coverage", "early_target_coverage", HINDSIGHT_1),
-                           ("10'. env at 1's final success", "success", ENV_1)]:
+    for name, key, row in PREDICTORS:
         r, low, high = fisher_interval([s[row]["final"].get(key) for s in per_seed], learned)
         said = "-" if r is None else \
             "shown" if low > 0 else "not shown" if high < 0 else "not resolved"
         lines.append(f"| {name} predicts learning (Pearson r) | 0 | "
                      f"{'-' if r is None else f'{r:+.3f} [{low:+.3f}, {high:+.3f}]'} | {said} |")
+    against_0 = [(name.split(".")[0], sign_test(found)) for name, key, a, b, threshold, _ in CLAIMS
+                 if threshold and (found := claim_differences(per_seed, key, a, b))]
+    if against_0:  # the guide's claims read against 0, as a reader may: the count of seeds
+        lines += ["", "Not pre-registered, claims " + ", ".join(n for n, _ in against_0)
+                  + " against 0 instead of the +0.1 claimed, by the sign test (exact, the seeds "
+                  "at 0 dropped): " + "; ".join(f"{n}, {above} above, {below} below, p = {p:.4f}"
+                                                for n, (above, below, p) in against_0) + "."]
     ranked = sorted((figure, seed) for figure, seed in zip(learned, seeds or []) if figure is not None)
     if ranked:
         figure, seed = ranked[(len(ranked) - 1) // 2]
@@ -411,26 +522,139 @@ def registered_table(per_seed: list, seeds: list | None = None) -> str:
     return "\n".join(lines)
 
 
+POWER_ROWS = ["SD of the differences, 420-429 (section 13)", "SD, 430-459 (after the run)",
+              "shown: the true difference assumed",
+              "its power, with the SD of 420-429; of 430-459",
+              "the true difference shown 80% of the time, the same",
+              "equivalent within +-0.10: power at a true 0, the same",
+              "at a true +0.08, the same"]
+
+
+def power_column(after: list, before: list, threshold: float, margin) -> list:
+    """A claim's power (power_table), a cell for each of POWER_ROWS; with two SDs, 'before;
+    after' (the SD of 420-429; of 430-459), at n = the seeds judged."""
+    n, reference = len(after), threshold + 0.1 if threshold else PAPER_GAIN
+    spreads = [compare.mean_and_spread(d)[1] if len(d) > 1 else None for d in (before, after)]
+
+    def both(figure, text="{:.2f}"):
+        return "; ".join("-" if sd is None else text.format(figure(sd)) for sd in spreads)
+    cells = [f"{sd:.3f}" if sd is not None else "-" for sd in spreads] + [
+        f"{reference:+.2f}", both(lambda sd: power_above(reference - threshold, sd, n)),
+        both(lambda sd: threshold + needed(lambda x: power_above(x, sd, n)), "{:+.3f}")]
+    return cells + ([both(lambda sd: power_equivalent(true, sd, n, margin))
+                     for true in (0.0, PAPER_GAIN)] if margin is not None else ["-", "-"])
+
+
+def power_table(per_seed: list, seeds=None) -> str:  # (seeds: unused)
+    """The power of each registered claim of section 14 (a column each) at the seeds it was
+    judged on: a claim above a threshold by the paired t (power_above) at a true difference
+    0.1 above it (claims 1-3) or the paper's gain, +0.08 (success), and the true difference it
+    shows 80% of the time; a margin's equivalence by the two one-sided tests
+    (power_equivalent) at a true 0 and +0.08; each with the SD of the same differences on
+    section 13's seeds 420-429 (coevolution-house, claim 9's K-hindsight; '-' where no such
+    row ran), then on 430-459 (after the run). The predictors by Fisher's z
+    (power_correlation) at a true r = +0.3."""
+    earlier = load("coevolution-house")["per_seed"]
+    columns = []
+    for name, key, a, b, threshold, margin in CLAIMS:
+        after = claim_differences(per_seed, key, a, b)
+        columns.append((name.split(".")[0], len(after), power_column(
+            after, claim_differences(earlier, key, a, b), threshold, margin)))
+    after, before = (steering_differences(load(name)["per_seed"])
+                     for name in ("K-critic", "K-hindsight"))
+    columns.append(("9", len(after), power_column(after, before, 0.0, None)))
+    for name, key, row in PREDICTORS:
+        n = sum(s[row]["final"].get(key) is not None and learning(s) is not None
+                for s in per_seed)
+        columns.append((name.split(".")[0], n, [
+            "-", "-", "r = +0.30", f"{power_correlation(0.3, n):.2f}",
+            f"r = {needed(lambda r: power_correlation(r, n), high=0.999):+.3f}", "-", "-"]))
+    lines = ["| claim (seeds judged) | " + " | ".join(f"{name} ({n})" for name, n, _ in columns)
+             + " |", "|---|" + "---|" * len(columns)]
+    lines += [f"| {label} | " + " | ".join(cells[k] for _, _, cells in columns) + " |"
+              for k, label in enumerate(POWER_ROWS)]
+    return "\n".join(lines)
+
+
+def steering_differences(per_seed: list) -> list:
+    """Claim 9's figure by seed, from a checkpoint experiment: the final checkpoint's guides
+    steering the prior's moves, success minus the prior's own guides steering them."""
+    return [s["steered"]["prior"][-1]["success"] - s["steered"]["prior"][0]["success"]
+            for s in per_seed]
+
+
 def steering_claim(per_seed: list, seeds=None) -> str:  # (seeds: unused)
-    """REPORT section 14's claim 9 from a checkpoint experiment, judged by the standard: the
-    final checkpoint's guides steering the prior's moves, success minus the prior's own
-    guides steering them, above 0."""
-    found = [s["steered"]["prior"][-1]["success"] - s["steered"]["prior"][0]["success"]
-             for s in per_seed]
+    """REPORT section 14's claim 9 from a checkpoint experiment, judged by the standard (above
+    0); then the same differences by tests that do not lean on the t-interval's normal mean,
+    none of them registered: the sign test, Wilcoxon's signed-rank test and the bootstrap."""
+    found = steering_differences(per_seed)
+    above, below, sign_p = sign_test(found)
+    w_plus, ranked, wilcoxon_p = wilcoxon_signed_rank(found)
+    low, high = bootstrap_interval(found)
+    mean = sum(found) / len(found)
     return "\n".join([
         "| claim, registered | threshold | figure [95% CI], seeds above, below | verdict |",
         "|---|---|---|---|",
-        f"| 9. the final guides on the prior's moves - the prior's guides | +0.0 | "
-        f"{compare.interval_text(found)}, {sum(d > 0 for d in found)} above, "
-        f"{sum(d < 0 for d in found)} below (of {len(found)}) | {verdict(found, 0.0)} |"])
+        f"| {STEERING} | +0.0 | {compare.interval_text(found)}, {above} above, {below} below "
+        f"(of {len(found)}) | {verdict(found, 0.0)} |", "",
+        "| claim 9's differences, other tests (not pre-registered) | figure | two-sided p |",
+        "|---|---|---|",
+        f"| sign test, exact binomial, the seeds at 0 dropped | {above} above, {below} below, "
+        f"{len(found) - above - below} at 0 | {sign_p:.4f} |",
+        f"| Wilcoxon signed-rank, exact, zeros dropped (Wilcoxon's way), ties at their mean rank "
+        f"| W+ = {w_plus:.1f} of {ranked * (ranked + 1) / 2:.1f} ({ranked} seeds ranked) | "
+        f"{wilcoxon_p:.4f} |",
+        f"| bootstrap of the mean, 95% percentile interval, 10,000 resamples of the seeds "
+        f"(random.Random(0)) | {mean:+.3f} [{low:+.3f}, {high:+.3f}] | - |"])
+
+
+def steering_seeds(per_seed: list, seeds=None) -> str:
+    """Claim 9 seed by seed, the seeds ordered by its difference, then by the final guide's
+    learning: claim 9's difference; the final guide's p(true word) on the probe's stale moves;
+    the prior's guide-sensitivity (its success with its own guides minus without); the final
+    guides against the prior's on the final policy's moves. Then, not pre-registered, how
+    claim 9 splits at 0.3 on the final guide's p(true word) and where the prior's
+    guide-sensitivity is 0."""
+    found = steering_differences(per_seed)
+    stale = [s["probe"][-1]["probe_guide_true_prob_stale"] for s in per_seed]
+    sensitive = [s["own"][0]["success"] - s["unguided"][0]["success"] for s in per_seed]
+    final = [s["steered"]["final"][-1]["success"] - s["steered"]["final"][0]["success"]
+             for s in per_seed]
+    order = sorted(range(len(per_seed)), key=lambda k: (-round(found[k], 9), -stale[k]))
+    names = seeds or list(range(len(per_seed)))
+    def signed(value):  # a difference; exactly 0 as 0, the zeros the sign test drops
+        return "0" if round(value, 9) == 0 else f"{value:+.3f}"
+    rows = [("claim 9: the final guides - the prior's, on the prior's moves", found, signed),
+            ("the final guide, the probe's stale moves: p(true word)", stale, "{:.3f}".format),
+            ("the prior: success with its guides - without", sensitive, signed),
+            ("the final policy's moves: the final guides - the prior's", final, signed)]
+    lines = ["| seed | " + " | ".join(str(names[k]) for k in order) + " |",
+             "|---|" + "---|" * len(order)]
+    lines += [f"| {label} | " + " | ".join(text(values[k]) for k in order) + " |"
+              for label, values, text in rows]
+
+    def split(group):  # claim 9's difference above, at, below 0 on these seeds
+        signs = [round(found[k], 9) for k in group]
+        return sum(d > 0 for d in signs), sum(d == 0 for d in signs), sum(d < 0 for d in signs)
+    learned = [k for k in order if stale[k] > 0.3]
+    rest = [k for k in order if stale[k] <= 0.3]
+    steered = [k for k in order if round(found[k], 9) > 0]
+    deaf = [k for k in order if round(sensitive[k], 9) == 0]
+    lines += ["", "Not pre-registered: on the {} seeds whose final guide puts more than 0.3 on "
+              "the stale moves' true word, claim 9's difference is above 0 on {}, 0 on {}, below "
+              "on {}; on the other {}, above on {}, 0 on {}, below on {}. The prior's success with "
+              "its guides minus without is 0 on {} seeds, {} of them among the {} above 0."
+              .format(len(learned), *split(learned), len(rest), *split(rest), len(deaf),
+                      len(set(deaf) & set(steered)), len(steered))]
+    return "\n".join(lines)
 
 
 TABLES = {  # what the docs print from each kept comparison, besides compare.py's own table
     "hindsight-house-tuning": [hindsight_table, rise_table],
     "coevolution-house": [hindsight_table, rise_table],
     "hindsight-default-tuning": [default_table],
-    "critic-house": [hindsight_table, registered_table],  # REPORT section 14
-    "K-critic": [steering_claim],  # its claim 9
+    "critic-house": [hindsight_table, registered_table, power_table],  # REPORT section 14
+    "K-critic": [steering_claim, steering_seeds],  # its claim 9
 }
 
 

@@ -1607,6 +1607,9 @@ def test_the_registered_claims_are_judged_by_the_standard_and_the_predictor_by_f
     assert "| 7. success, hindsight - the critic | +0.0, margin +-0.1 | +0.200 [+0.200, " \
            "+0.200], 6 of 6 | shown; not equivalent |" in table
     assert "10. early target coverage predicts learning (Pearson r) | 0 | - |" in table  # flat
+    assert table.endswith("Not pre-registered, claims 1 against 0 instead of the +0.1 claimed, "
+                          "by the sign test (exact, the seeds at 0 dropped): 1, 6 above, 0 "
+                          "below, p = 0.0312.")  # 2 / 2^6; claim 2 has no figure
     # the median seed by the learning figure (claim 1's difference here: the one defined)
     seeds = [430 + k for k in range(6)]
     for k in range(6):  # learning figures 0.5, 0.4, 0.3, 0.2, 0.1, 0.0 for 430..435
@@ -1620,9 +1623,104 @@ def test_the_registered_claims_are_judged_by_the_standard_and_the_predictor_by_f
     steered = [{"steered": {"prior": [{"success": 0.3 + 0.01 * k}, {"success": 0.9},
                                       {"success": 0.3 + 0.01 * k + d}]}}
                for k, d in enumerate([0.1, 0.12, -0.02, 0.1, 0.11, 0.09])]
-    assert results.steering_claim(steered).endswith(
+    claim, robust = results.steering_claim(steered).split("\n\n")
+    assert claim.endswith(
         "| 9. the final guides on the prior's moves - the prior's guides | +0.0 | "
         f"{compare.interval_text([0.1, 0.12, -0.02, 0.1, 0.11, 0.09])}, 5 above, 1 below "
         "(of 6) | shown |")
+    # beside it, not registered: the sign test 2 x 7/64; Wilcoxon's ranks 1, 2, 3.5, 3.5, 5,
+    # 6, W- = 1, reached or passed by 2 of the 64 sign patterns: 2 x 2/64
+    assert "| 5 above, 1 below, 0 at 0 | 0.2188 |" in robust
+    assert "| W+ = 20.0 of 21.0 (6 seeds ranked) | 0.0625 |" in robust
     assert results.steering_claim(steered[:2] + [{"steered": {"prior": [
-        {"success": 0.5}, {"success": 0.2}]}}]).endswith("not resolved |")
+        {"success": 0.5}, {"success": 0.2}]}}]).split("\n\n")[0].endswith("not resolved |")
+
+
+def test_claim_9s_robust_tests_match_hand_computed_examples():
+    """results.sign_test, wilcoxon_signed_rank and bootstrap_interval (REPORT section 14's
+    claim 9, zero-inflated): the exact binomial and the exact signed-rank distribution counted
+    by hand on small examples, ties and zeros included; the bootstrap's interval against the
+    cases it must give and against the t-interval on many normal figures."""
+    import results
+    # sign: 3 above, 1 below (the 0 dropped): 2 P(X <= 1), X ~ Bin(4, 1/2) = 2 x 5/16
+    assert results.sign_test([1, 2, 3, -1, 0]) == (3, 1, pytest.approx(0.625))
+    assert results.sign_test([0.1] * 5) == (5, 0, pytest.approx(0.0625))  # the standard's 2/2^5
+    assert results.sign_test([0.1] * 11 + [-0.1] * 3 + [0.0] * 16)[2] == pytest.approx(
+        2 * (1 + 14 + 91 + 364) / 2 ** 14)
+    assert results.sign_test([0.0, 0.0]) == (0, 0, 1.0)
+    # Wilcoxon: ranks 1-5, W+ = 11; W- = 4 or less in 7 of the 32 sign patterns ({}, {1}, {2},
+    # {3}, {4}, {1,2}, {1,3}): p = 2 x 7/32
+    assert results.wilcoxon_signed_rank([1, 2, 3, -4, 5]) == (11.0, 5, pytest.approx(0.4375))
+    # |1| tied at mean rank 1.5, the 0 dropped: W+ = 1.5 + 3 over the sums of {1.5, 1.5, 3}
+    # (0, 1.5, 1.5, 3, 3, 4.5, 4.5, 6): 4.5 or more in 3 of 8, p = 2 x 3/8
+    assert results.wilcoxon_signed_rank([1, -1, 2, 0]) == (4.5, 3, pytest.approx(0.75))
+    assert results.wilcoxon_signed_rank([0.3] * 10)[2] == pytest.approx(2 / 2 ** 10)
+    assert results.wilcoxon_signed_rank([0.1 + 0.2 - 0.3, 0.5, -0.5])[1] == 2  # 5.6e-17 is 0
+    # bootstrap: a constant; two figures (means 0, 0.5, 1 at 1/4, 1/2, 1/4); many normal ones
+    assert results.bootstrap_interval([0.2] * 7) == pytest.approx((0.2, 0.2))
+    assert results.bootstrap_interval([0.0, 1.0], resamples=2000) == (0.0, 1.0)
+    assert results.bootstrap_interval([0.0, 1.0]) == results.bootstrap_interval([0.0, 1.0])
+    figures = torch.randn(400, generator=torch.Generator().manual_seed(0)).tolist()
+    mean, half = compare.paired_interval(figures)
+    assert results.bootstrap_interval(figures, 2000) == pytest.approx(
+        (mean - half, mean + half), abs=0.02)
+
+
+def test_the_power_of_a_claim_is_the_noncentral_t_and_of_a_predictor_fishers_z():
+    """results.power_above against G*Power's one-sample t (d = 0.5, n = 30: 0.7540) and, with
+    power_equivalent, against a simulation of the standard's own verdicts; power_correlation
+    against the table's n = 29 for r = 0.5 at 80%; needed finds where a power crosses."""
+    import results
+    assert results.power_above(0.5, 1.0, 30) == pytest.approx(0.7540, abs=0.001)
+    assert results.power_above(0.0, 1.0, 30) == pytest.approx(0.025, abs=0.001)
+    draws = torch.Generator().manual_seed(1)
+    for n, true, spread in ((10, 0.3, 0.4), (30, 0.02, 0.12), (5, 0.05, 0.05)):
+        samples = true + spread * torch.randn(40_000, n, generator=draws)
+        mean, sd = samples.mean(1), samples.std(1)
+        half = compare.t_975(n - 1) * sd / math.sqrt(n)
+        shown = (mean - half > 0).double().mean().item()
+        equivalent = ((mean - half > -0.1) & (mean + half < 0.1)).double().mean().item()
+        assert results.power_above(true, spread, n) == pytest.approx(shown, abs=0.01)
+        assert results.power_equivalent(true, spread, n) == pytest.approx(equivalent, abs=0.01)
+    assert results.power_correlation(1e-9, 30) == pytest.approx(0.05, abs=1e-4)
+    assert results.needed(lambda r: results.power_correlation(r, 29), high=0.999) == \
+        pytest.approx(0.50, abs=0.005)
+    assert results.needed(lambda x: x) == pytest.approx(0.8)
+    # a claim's cells: '-' for the SD no earlier run has, a threshold of 0 read at +0.08
+    cells = results.power_column([0.1, -0.1, 0.2, 0.0], [], 0.0, 0.1)
+    spread = compare.mean_and_spread([0.1, -0.1, 0.2, 0.0])[1]
+    assert cells[:4] == ["-", f"{spread:.3f}", "+0.08",
+                         f"-; {results.power_above(0.08, spread, 4):.2f}"]
+    assert cells[5] == f"-; {results.power_equivalent(0.0, spread, 4):.2f}"
+    assert results.power_column([0.3, 0.5, 0.4], [0.2, 0.6], 0.1, None)[2:3] + \
+        results.power_column([0.3, 0.5, 0.4], [0.2, 0.6], 0.1, None)[5:] == ["+0.20", "-", "-"]
+
+
+def test_claim_9_seed_by_seed_orders_the_seeds_and_splits_them_at_the_guides_learning():
+    """results.steering_seeds: each seed's claim 9 difference (exact zeros as 0), its final
+    guide's p(true word) on the probe's stale moves, the prior's success with its guides minus
+    without and the final policy's steering, the seeds ordered by the difference; then the
+    split at 0.3 counted."""
+    import results
+
+    def seed(difference, stale, sensitivity):
+        return {"steered": {"prior": [{"success": 0.4}, {"success": 0.4 + difference}],
+                            "final": [{"success": 0.5}, {"success": 0.6}]},
+                "probe": [{"probe_guide_true_prob_stale": 0.0},
+                          {"probe_guide_true_prob_stale": stale}],
+                "own": [{"success": 0.4 + sensitivity}], "unguided": [{"success": 0.4}]}
+    made = [seed(0.0, 0.1, 0.0), seed(0.2, 0.8, 0.0), seed(-0.05, 0.02, 0.1),
+            seed(0.0, 0.6, -0.1), seed(0.1, 0.4, 0.05)]
+    table = results.steering_seeds(made, [10, 11, 12, 13, 14])
+    lines = table.splitlines()
+    assert lines[0] == "| seed | 11 | 14 | 13 | 10 | 12 |"
+    assert lines[2] == ("| claim 9: the final guides - the prior's, on the prior's moves | "
+                        "+0.200 | +0.100 | 0 | 0 | -0.050 |")
+    assert lines[3].endswith("| 0.800 | 0.400 | 0.600 | 0.100 | 0.020 |")
+    assert lines[4].endswith("| 0 | +0.050 | -0.100 | 0 | +0.100 |")
+    assert lines[5].endswith("| +0.100 | +0.100 | +0.100 | +0.100 | +0.100 |")
+    assert lines[-1] == (
+        "Not pre-registered: on the 3 seeds whose final guide puts more than 0.3 on the stale "
+        "moves' true word, claim 9's difference is above 0 on 2, 0 on 1, below on 0; on the "
+        "other 2, above on 0, 0 on 1, below on 1. The prior's success with its guides minus "
+        "without is 0 on 2 seeds, 1 of them among the 2 above 0.")
