@@ -255,6 +255,23 @@ def test_trl_settings_that_are_not_selfguides_loss_give_another_loss(shared_trai
     assert max(differences) > 1e-4, (setting, differences)
 
 
+def test_the_rescale_to_the_whole_minibatch_follows_the_loss_trl_computes(shared_trainer,
+                                                                          monkeypatch):
+    """TRL's loss reads the trainer's own loss_type (copied from args when it is built): the
+    bnpo rescale is applied exactly when that copy is bnpo, whatever args say."""
+    from trl import GRPOTrainer
+    bridge, _, trainer, _ = shared_trainer
+    rescaled = []
+    monkeypatch.setattr(GRPOTrainer, "compute_loss", lambda *args, **kwargs: torch.tensor(2.0))
+    monkeypatch.setattr(bridge, "whole_minibatch_loss",
+                        lambda loss, inputs, accelerator: rescaled.append(loss) or loss)
+    for loss_type, expected in [("dr_grpo", []), ("bnpo", [torch.tensor(2.0)])]:
+        rescaled.clear()
+        monkeypatch.setattr(trainer, "loss_type", loss_type)  # args.loss_type stays bnpo
+        trainer.compute_loss(trainer.model, {})
+        assert rescaled == expected, loss_type
+
+
 # what selfguide.py's record of an iteration holds and the bridge's does not: its update's
 # figures (approx_kl, clip_fraction, kl_ref: TRL logs its own, trl/kl, trl/clip_ratio/...);
 # figures the bridge does not compute (the internal return's sum, the groups whose R_env is

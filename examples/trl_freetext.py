@@ -70,6 +70,7 @@ from tqdm.auto import tqdm  # noqa: E402
 
 import selfguide as sg  # noqa: E402
 import toy_env  # noqa: E402
+import science_world  # noqa: E402
 import smollm2  # noqa: E402
 import trl_selfguide as bridge  # noqa: E402
 from toy_env import ACTIONS, GUIDES  # noqa: E402
@@ -86,9 +87,28 @@ def maze_seeds(mazes: str, count: int) -> list:
     return [MAZES[mazes] + i for i in range(count)]
 
 
+WORLDS = ("maze", "scienceworld")
+# ScienceWorld's own defaults (--world scienceworld; each can still be given): episodes of the
+# gold path's length and a few detours (5-16 actions), every test variation evaluated once at
+# the end, 32 episodes an iteration (a simulator each), a wider tiny model and vocabulary for
+# the object names, replies long enough for an action such as "move flower pot 3 to red box"
+WORLD_DEFAULTS = {"scienceworld": dict(
+    max_steps=20, eval_tasks=300, eval_batch=32, tasks_per_iter=4, group_size=8,
+    iterations=40, eval_every=40, final_evals=1, prior_episodes=1200, n_embd=128,
+    vocab=1024, reply_tokens=40)}
+
+
 @dataclass
 class FreeText:
     """The settings of the free-text path, beside selfguide.py's."""
+    world: str = setting("maze", "the text world played (examples/textworld.py): maze, "
+                                 "selfguide's gridworld, or scienceworld, the paper's benchmark "
+                                 "(its four find-* tasks: examples/science_world.py; other "
+                                 "defaults then, listed in WORLD_DEFAULTS)", list(WORLDS))
+    env_reward: str = setting("score", "ScienceWorld's R_env: score, its final score / 100 "
+                                       "(partial credit, -1 for a wrong focus), or success, 1 "
+                                       "for the task done (the paper's R_env; the maze's)",
+                              ["score", "success"])
     model: str = setting("", "a causal LM with a chat template (a folder, a hub name you have "
                              "downloaded, or smollm2: examples/smollm2.py's); its tokenizer and "
                              "template are used; '' clones the tiny GPT-2 prior here")
@@ -123,7 +143,11 @@ class FreeText:
                                    "model's evaluation sets a run's peak)")
     mazes: str = setting("held-out", "the mazes evaluated on and --show plays: held-out (the "
                                      "tasks every table reports), or tuning (other mazes, to "
-                                     "choose settings on)", list(MAZES))
+                                     "choose settings on); in ScienceWorld the test and the dev "
+                                     "variations", list(MAZES))
+    prior_rows: bool = setting(True, "evaluate the prior both ways before training (the "
+                                     "ReAct and ReAct w/ SG rows); a harness that has them "
+                                     "already turns them off")
     save_every: int = setting(0, "keep a checkpoint every this many iterations in --out "
                                  "(checkpoint-*: the model, the optimizer, the log so far and "
                                  "the rollouts' random streams; the last two kept): the same "
@@ -158,8 +182,9 @@ PHRASES = {  # the demonstrator's judgements as short phrases; the guide word is
 # ("**Move:** south"), a space before a colon (a word-level tokenizer decodes with spaces
 # between), and the move's word on the line after its label ("Move:\nsouth").
 LABEL = r"\**{}\**[ \t]*:\**[ \t]*"  # "Move:", "**Move:**", "**Move**:", "move :"
-REPLY = re.compile(r"(?i)" + LABEL.format("assessment") + r"(?P<assessment>[^\n]*?)[ \t]*"
-                   r"(?:\n|(?=" + LABEL.format("move") + r")|$)")
+REPLY, SCIENCE_REPLY = (re.compile(r"(?i)" + LABEL.format("assessment") + r"(?P<assessment>"
+                                  r"[^\n]*?)[ \t]*(?:\n|(?=" + LABEL.format(label) + r")|$)")
+                       for label in ("move", "action"))  # the maze's, ScienceWorld's
 MOVE = re.compile(r"(?i)" + LABEL.format("move") + r"(?:\n[ \t]*)?\**(?P<move>[a-z]+)")
 # a minimal chat template for the tiny prior, in transformers' Jinja format (a chat model
 # brings its own): role headers and the end of turn are special tokens
@@ -200,18 +225,20 @@ def wall_note(observation: str, move: str | None, bumped: bool, example: bool) -
     return f"{observation} blocked:{move}" if example and bumped and move else observation
 
 
-def system_prompt(guided: bool) -> str:
+def system_prompt(guided: bool, world: str = "maze") -> str:
     """The system turn: what the agent sees and the reply format (with or without the
     assessment: one prior acts both ways, the paper's ReAct and ReAct w/ SG)."""
+    if world == "scienceworld":
+        return science_world.system_prompt(guided)
     return SYSTEM + (ASK_GUIDED if guided else ASK_UNGUIDED)
 
 
-def opening(guided: bool, example: bool = False, cue: bool = True) -> list:
+def opening(guided: bool, example: bool = False, cue: bool = True, world: str = "maze") -> list:
     """The chat before the first observation: the system turn (the tiny prior's, or with
     --example the format explained for a pretrained model), then with --example the example
     walk's exchanges (their replies the move alone without the assessment)."""
     if not example:
-        return [{"role": "system", "content": system_prompt(guided)}]
+        return [{"role": "system", "content": system_prompt(guided, world)}]
     chat = [{"role": "system", "content": EXPLAINED + (CUE if cue else "") + WALL
              + (ASK_TERSE if guided else ASK_UNGUIDED)}]
     for observation, with_cue, without_cue, move in EXAMPLE_WALK:
@@ -222,10 +249,13 @@ def opening(guided: bool, example: bool = False, cue: bool = True) -> list:
     return chat
 
 
-def reply_text(guide: str, action: str, guided: bool, rng: random.Random) -> str:
-    """The demonstrator's reply: its judgement as a phrase, then its move."""
-    move = f"Move: {action}"
-    return f"Assessment: {rng.choice(PHRASES[guide])}\n{move}" if guided else move
+def reply_text(guide: str, action: str, guided: bool, rng: random.Random,
+               world: str = "maze") -> str:
+    """The demonstrator's reply: its judgement as a phrase, then its move (its action)."""
+    phrases, label = (science_world.PHRASES, "Action") if world == "scienceworld" else \
+        (PHRASES, "Move")
+    move = f"{label}: {action}"
+    return f"Assessment: {rng.choice(phrases[guide])}\n{move}" if guided else move
 
 
 def read_guide(text) -> int:
@@ -239,11 +269,15 @@ def read_guide(text) -> int:
     return 1 if sg.guide_to_reward(f"{text} positive") == 0 else -1
 
 
-def parse_reply(text: str):
+def parse_reply(text: str, world: str = "maze"):
     """(assessment, move, word): the character spans (start, end) of the assessment and of the
-    move in a reply, None where missing; the move's word if it is one of ACTIONS, else None."""
-    reply, move = REPLY.search(text), MOVE.search(text)
+    move in a reply, None where missing; the move's word if it is one of ACTIONS, else None
+    (in ScienceWorld the action's text as written, None where the reply has none)."""
+    reply = (SCIENCE_REPLY if world == "scienceworld" else REPLY).search(text)
     assessment = reply.span("assessment") if reply else None
+    if world == "scienceworld":
+        return (assessment, *science_world.ScienceWorld.read_action(text))
+    move = MOVE.search(text)
     word = move.group("move").lower() if move else None
     return assessment, move.span("move") if move else None, word if word in ACTIONS else None
 
@@ -281,21 +315,22 @@ def render(tokenizer, messages, generation_prompt=False) -> list:
                                          tokenize=True, return_dict=False)
 
 
-def prompt_ids(tokenizer, guided: bool, example: bool = False, cue: bool = True) -> list:
+def prompt_ids(tokenizer, guided: bool, example: bool = False, cue: bool = True,
+               world: str = "maze") -> list:
     """The episode's prompt: the opening, the same for every task (so no prompt is padded,
     and positions are the same in generation and in TRL's scoring); with --example it ends
     where the example's reply ends, at its end-of-turn token, as the model's replies do."""
-    ids = render(tokenizer, opening(guided, example, cue))
+    ids = render(tokenizer, opening(guided, example, cue, world))
     return ids[:len(ids) - ids[::-1].index(tokenizer.eos_token_id)] if example else ids
 
 
 def environment_turn(tokenizer, observation: str, guided: bool, first: bool,
-                     example: bool = False, cue: bool = True) -> list:
+                     example: bool = False, cue: bool = True, world: str = "maze") -> list:
     """The tokens the template puts between the model's last token (its end of turn) and its
     next reply: the user turn holding the observation, and the assistant's header. Found as
     TRL finds a tool's turn: a conversation rendered with and without it, the shorter cut at
     its last end-of-turn token (templates such as Qwen's put a newline after it)."""
-    before = opening(guided, example, cue)
+    before = opening(guided, example, cue, world)
     if not first:
         before += [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
     prefix = render(tokenizer, before)
@@ -349,14 +384,34 @@ def demonstrations(cfg: sg.Config, first: int = 0, count: int | None = None,
     return episodes
 
 
-def encode_episode(tokenizer, guided: bool, steps, example: bool = False, cue: bool = True):
+def scienceworld_demonstrations(cfg: sg.Config, ft: FreeText, probe: bool = False) -> list:
+    """ScienceWorld's demonstrator's episodes (science_world.demonstrate) as `demonstrations`
+    gives the maze's, each in both formats: --prior-episodes of them over the train variations,
+    or with `probe` PROBE_EPISODES on dev variations. Drawn once for every seed (they take the
+    simulators minutes) and kept in --freetext-cache; a seed draws the phrases."""
+    seeds = ([science_world.TUNING + i for i in range(PROBE_EPISODES)] if probe
+             else list(range(cfg.prior_episodes)))
+    key = json.dumps([seeds, cfg.max_steps, science_world.FIND_TASKS, science_world.DETOUR,
+                      science_world.MISJUDGE, science_world.SYSTEM])
+    path = Path(ft.freetext_cache) / (f"scienceworld-demonstrations-"
+                                      f"{hashlib.sha256(key.encode()).hexdigest()[:12]}.json")
+    if not path.exists():
+        drawn = science_world.demonstrations(seeds)
+        sg.write_atomic(path, json.dumps([d["steps"][:cfg.max_steps] for d in drawn]))
+    phrases = random.Random(f"phrases-{cfg.seed}" + ("-probe" if probe else ""))
+    return [(guided, [(o, reply_text(g, a, guided, phrases, "scienceworld")) for o, g, a in steps])
+            for steps in json.loads(path.read_text()) for guided in (True, False)]
+
+
+def encode_episode(tokenizer, guided: bool, steps, example: bool = False, cue: bool = True,
+                   world: str = "maze"):
     """An episode [(observation, reply)] as the stream the rollout writes, from the same opening
     (--example, the cue): (token ids, written), written 1 on the reply tokens and each reply's
     end of turn, 0 on the prompt and the environment's turns."""
-    ids = prompt_ids(tokenizer, guided, example, cue)
+    ids = prompt_ids(tokenizer, guided, example, cue, world)
     written = [0] * len(ids)
     for t, (observation, reply) in enumerate(steps):
-        turn = cached_turn(tokenizer, observation, guided, t == 0, example, cue)
+        turn = cached_turn(tokenizer, observation, guided, t == 0, example, cue, world)
         answer = cached_answer(tokenizer, reply)
         ids, written = ids + turn + answer, written + [0] * len(turn) + [1] * len(answer)
     return ids, written
@@ -381,7 +436,7 @@ def make_model(cfg: sg.Config, ft: FreeText, tokenizer, positions: int):
         pad_token_id=tokenizer.pad_token_id))
 
 
-def turn_sequences(tokenizer, episodes) -> list:
+def turn_sequences(tokenizer, episodes, world: str = "maze") -> list:
     """Every step of the demonstrations as a chat of its own: the environment's turn, then the
     reply, with no system turn and no history before it: [(ids, written)]. (The turn as it
     stands between two replies, already cached by encode_episode: in the tiny prior's
@@ -389,24 +444,38 @@ def turn_sequences(tokenizer, episodes) -> list:
     sequences = []
     for guided, steps in episodes:
         for observation, reply in steps:
-            turn = cached_turn(tokenizer, observation, guided, False)
+            turn = cached_turn(tokenizer, observation, guided, False, world=world)
             answer = cached_answer(tokenizer, reply)
             sequences.append((turn + answer, [0] * len(turn) + [1] * len(answer)))
     return sequences
 
 
-def clone(model, sequences, cfg: sg.Config, device, updates: int = 0, desc: str = "episodes"):
+def batches(count: int, size: int, generator, lengths=None) -> list:
+    """A pass's batches of indices into `count` sequences, in a random order; with their
+    `lengths`, each batch of sequences of about one length (sorted within windows of eight
+    batches, the batches then shuffled): less padding where lengths vary (ScienceWorld's)."""
+    order = torch.randperm(count, generator=generator)
+    if lengths is None:
+        return list(order.split(size))
+    windows = [sorted(w.tolist(), key=lambda i: lengths[i]) for w in order.split(8 * size)]
+    found = [torch.tensor(w[k:k + size]) for w in windows for k in range(0, len(w), size)]
+    return [found[i] for i in torch.randperm(len(found), generator=generator).tolist()]
+
+
+def clone(model, sequences, cfg: sg.Config, device, updates: int = 0, desc: str = "episodes",
+          by_length: bool = False):
     """Behaviour cloning over the whole vocabulary: maximise log pi of the written tokens.
-    sequences: [(ids, written)], for --prior-epochs passes, or `updates` updates if given.
-    Returns the losses."""
+    sequences: [(ids, written)], for --prior-epochs passes, or `updates` updates if given;
+    `by_length`: batches of like lengths (`batches`). Returns the losses."""
     generator = torch.Generator().manual_seed(cfg.seed)
     updates = updates or cfg.prior_epochs * -(-len(sequences) // cfg.prior_batch)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.prior_lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda i: 0.5 * (1 + math.cos(math.pi * i / updates)))
     losses, bar = [], tqdm(total=updates, desc=f"Stage 0 cloning (free text, {desc})", leave=False)
+    lengths = [len(ids) for ids, _ in sequences] if by_length else None
     while len(losses) < updates:
-        for batch in torch.randperm(len(sequences), generator=generator).split(cfg.prior_batch):
+        for batch in batches(len(sequences), cfg.prior_batch, generator, lengths):
             if len(losses) == updates:
                 break
             width = max(len(sequences[i][0]) for i in batch)
@@ -432,7 +501,7 @@ def clone(model, sequences, cfg: sg.Config, device, updates: int = 0, desc: str 
 
 @torch.no_grad()
 def decisions_predicted(model, tokenizer, episodes, example: bool = False,
-                        cue: bool = True) -> dict:
+                        cue: bool = True, world: str = "maze") -> dict:
     """Teacher-forced on demonstrations (from the opening of --example and the cue): the share
     of the demonstrator's moves, and of its guide words, that the model's most likely next
     tokens write exactly (every token of the word). Cloning's diagnostic: a prior whose moves
@@ -440,12 +509,14 @@ def decisions_predicted(model, tokenizer, episodes, example: bool = False,
     right = {"moves": [], "guides": []}
     device = next(model.parameters()).device
     for guided, steps in episodes:
-        ids, _ = encode_episode(tokenizer, guided, steps, example, cue)
+        ids, _ = encode_episode(tokenizer, guided, steps, example, cue, world)
         best = model(torch.tensor([ids], device=device)).logits[0].argmax(-1).tolist()  # (L,)
-        position = len(prompt_ids(tokenizer, guided, example, cue))
+        position = len(prompt_ids(tokenizer, guided, example, cue, world))
         for t, (observation, reply) in enumerate(steps):
-            position += len(cached_turn(tokenizer, observation, guided, t == 0, example, cue))
-            answer, (assessment, move, _) = cached_answer(tokenizer, reply), parse_reply(reply)
+            position += len(cached_turn(tokenizer, observation, guided, t == 0, example, cue,
+                                        world))
+            answer = cached_answer(tokenizer, reply)
+            assessment, move, _ = parse_reply(reply, world)
             offsets = char_offsets(tokenizer, answer)
             word = re.search("|".join(GUIDES), reply[slice(*assessment)]) if assessment else None
             spans = {"moves": token_span(offsets, move), "guides": word and token_span(
@@ -459,9 +530,12 @@ def decisions_predicted(model, tokenizer, episodes, example: bool = False,
 
 
 def prior_folder(cfg: sg.Config, ft: FreeText) -> Path:
-    """The cached free-text prior of these settings: selfguide's prior key, and the format's."""
+    """The cached free-text prior of these settings: selfguide's prior key, and the format's
+    (and the world's, but the maze's)."""
+    world = [] if ft.world == "maze" else [ft.world, science_world.DETOUR, science_world.MISJUDGE]
     text = json.dumps([sg.prior_key(cfg), ft.architecture, ft.tokenizer, ft.vocab, ft.reply_tokens,
-                       ft.turn_updates, system_prompt(True), PHRASES])
+                       ft.turn_updates, system_prompt(True, ft.world),
+                       PHRASES if ft.world == "maze" else science_world.PHRASES] + world)
     return Path(ft.freetext_cache) / f"prior-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
@@ -474,25 +548,28 @@ def load_or_clone_prior(cfg: sg.Config, ft: FreeText, device) -> Path:
     folder = prior_folder(cfg, ft)
     if folder.exists():
         return folder
-    start = time.perf_counter()
-    episodes = demonstrations(cfg)
+    start, world = time.perf_counter(), ft.world
+    maze = world == "maze"
+    episodes = demonstrations(cfg) if maze else scienceworld_demonstrations(cfg, ft)
     texts = [text for guided, steps in episodes
-             for text in [system_prompt(guided)] + [text for step in steps for text in step]]
+             for text in [system_prompt(guided, world)] + [text for step in steps for text in step]]
     tokenizer = build_tokenizer(ft.tokenizer, texts, ft.vocab)
-    sequences = [encode_episode(tokenizer, guided, steps) for guided, steps in episodes]
-    turn = max(len(environment_turn(tokenizer, o, True, False))
-               for _, steps in episodes[:200] for o, _ in steps)
-    positions = len(prompt_ids(tokenizer, True)) + cfg.max_steps * (turn + 8 + ft.reply_tokens)
+    sequences = [encode_episode(tokenizer, guided, steps, world=world) for guided, steps in episodes]
+    turn = max(len(environment_turn(tokenizer, o, True, False, world=world))
+               for _, steps in (episodes[:200] if maze else episodes) for o, _ in steps)
+    positions = len(prompt_ids(tokenizer, True, world=world)) + cfg.max_steps * (
+        turn + 8 + ft.reply_tokens)
     torch.manual_seed(cfg.seed)
     model = make_model(cfg, ft, tokenizer, positions).to(device)
     # one turn alone first: with the system turn and the history in front, a move's query
     # attends over hundreds of tokens from the start and the cloning does not find the
     # observation (the moves stay at chance, measured); on single turns it does
-    losses = clone(model, turn_sequences(tokenizer, episodes), cfg, device, ft.turn_updates,
-                   "single turns") if ft.turn_updates else []
-    losses += clone(model, sequences, cfg, device)
-    unseen = decisions_predicted(model.eval(), tokenizer,
-                                 demonstrations(cfg, cfg.prior_episodes, PROBE_EPISODES))
+    losses = clone(model, turn_sequences(tokenizer, episodes, world), cfg, device,
+                   ft.turn_updates, "single turns", not maze) if ft.turn_updates else []
+    losses += clone(model, sequences, cfg, device, by_length=not maze)
+    probe = (demonstrations(cfg, cfg.prior_episodes, PROBE_EPISODES) if maze
+             else scienceworld_demonstrations(cfg, ft, probe=True))
+    unseen = decisions_predicted(model.eval(), tokenizer, probe, world=world)
     temporary = sg.partial_path(folder)
     model.save_pretrained(temporary)
     tokenizer.save_pretrained(temporary)
@@ -508,8 +585,9 @@ def load_or_clone_prior(cfg: sg.Config, ft: FreeText, device) -> Path:
                f"vocabulary), cloned in {time.perf_counter() - start:.0f} s, {ft.turn_updates} "
                f"updates on single turns and {len(losses) - ft.turn_updates} on whole chats, "
                f"final loss {losses[-1]:.3f} -> {folder}\n  teacher-forced on "
-               f"{PROBE_EPISODES} demonstrations it was not cloned on, in both formats: "
-               f"{unseen['moves']:.0%} of the demonstrator's moves (chance: 25%), "
+               f"{PROBE_EPISODES} demonstrations it was not cloned on"
+               f"{'' if maze else ' (dev variations)'}, in both formats: "
+               f"{unseen['moves']:.0%} of the demonstrator's {'moves (chance: 25%)' if maze else 'actions'}, "
                f"{unseen['guides']:.0%} of its guide words")
     return folder
 
@@ -577,6 +655,8 @@ class Episodes:
     steps: sg.Rollouts         # a guide and an action position per step, the toy's layout:
                                # what iteration_advantages and episode_metrics read
     capped: torch.Tensor       # (N, T) bool: a reply cut at --reply-tokens, before its end
+    invalid: torch.Tensor | None = None  # (N, T) bool: an action the world could not take
+    scores: torch.Tensor | None = None   # (N,) ScienceWorld's final score (None: the maze)
 
 
 class Chats:
@@ -639,13 +719,13 @@ def generate_replies(model, tokenizer, chats: Chats, ft: FreeText, temperature: 
 
 
 def cached_turn(tokenizer, observation: str, guided: bool, first: bool, example: bool = False,
-                cue: bool = True) -> list:
+                cue: bool = True, world: str = "maze") -> list:
     """environment_turn, memoised on the tokenizer itself (mazes repeat their observations;
     a cache keyed by the tokenizer's id could serve a new tokenizer another's turns)."""
     cache = tokenizer.__dict__.setdefault("_environment_turns", {})
-    key = (observation, guided, first, example, cue)
+    key = (observation, guided, first, example, cue, world)
     if key not in cache:
-        cache[key] = environment_turn(tokenizer, observation, guided, first, example, cue)
+        cache[key] = environment_turn(tokenizer, observation, guided, first, example, cue, world)
     return cache[key]
 
 
@@ -658,37 +738,81 @@ def cached_answer(tokenizer, reply: str) -> list:
     return cache[reply]
 
 
-def read_reply(tokenizer, reply: list, guided: bool):
+def read_reply(tokenizer, reply: list, guided: bool, world: str = "maze"):
     """A reply's tokens -> (text, guide index (unreadable: -1), move or None, tokens of the
     assessment's part (the reply up to the assessment's end), assessment span, move span)."""
     text = tokenizer.decode(reply, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-    assessment, move_span, move = parse_reply(text)
+    assessment, move_span, move = parse_reply(text, world)
     offsets = char_offsets(tokenizer, reply)
     judged, moved = token_span(offsets, assessment), token_span(offsets, move_span)
     guide = read_guide(text[slice(*assessment)]) if guided and assessment else -1
     return text, guide, move, judged[1] if guided and judged else 0, judged, moved
 
 
+class Maze:
+    """selfguide's gridworld as a text world (textworld.TextWorld): the reply's move is one
+    of four words, anything else a bump; a step's truth is whether it shortened the path;
+    with --example a move into a wall is said so in the next turn."""
+    label = "Move"
+
+    def __init__(self, cfg: sg.Config, example: bool):
+        self.env, self.example = cfg.make_env(), example
+
+    def reset(self, seed: int) -> tuple[str, dict]:
+        observation, info = self.env.reset(seed=seed)
+        return observation, {"optimal": info["optimal_steps"], "task": self.env.maze,
+                             "cell": self.cell(info)}
+
+    def step(self, action: str | None) -> tuple[str, float, bool, dict]:
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        return (wall_note(observation, action, info["bumped"], self.example), reward,
+                terminated or truncated,
+                {"truth": GUIDES.index(toy_env.true_polarity(info["progress"])),
+                 "valid": action is not None, "cell": self.cell(info)})
+
+    @staticmethod
+    def cell(info: dict) -> int:
+        row, column = info["position"]
+        return row * toy_env.MAX_SIZE + column
+
+    @staticmethod
+    def read_action(text: str):
+        _, span, word = parse_reply(text)
+        return span, word
+
+
+def make_worlds(cfg: sg.Config, ft: FreeText, count: int) -> list:
+    """`count` worlds of --world, one per episode of a batch."""
+    if ft.world == "scienceworld":
+        return [science_world.ScienceWorld(simulator, reward=ft.env_reward)
+                for simulator in science_world.simulators(count)]
+    return [Maze(cfg, ft.example) for _ in range(count)]
+
+
 def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeText, seed: int,
          greedy: bool = False) -> Episodes:
     """One episode per task seed, all in one batch: per step the environment's turn, then a
-    reply generated for every running episode, read, and stepped."""
-    n, horizon = len(task_seeds), cfg.max_steps
-    envs = [cfg.make_env() for _ in task_seeds]
-    resets = [env.reset(seed=s) for env, s in zip(envs, task_seeds)]
+    reply generated for every running episode, read, and stepped (ScienceWorld's simulators
+    side by side)."""
+    n, horizon, world = len(task_seeds), cfg.max_steps, ft.world
+    worlds = make_worlds(cfg, ft, n)
+    side_by_side = science_world.side_by_side if world == "scienceworld" else \
+        (lambda function, items: [function(item) for item in items])
+    resets = side_by_side(lambda pair: pair[0].reset(pair[1]), list(zip(worlds, task_seeds)))
     observations = [observation for observation, _ in resets]
-    prompt = prompt_ids(tokenizer, guided, ft.example, cfg.cue)
+    prompt = prompt_ids(tokenizer, guided, ft.example, cfg.cue, world)
     transcripts = [Transcript() for _ in range(n)]
     guides, truths, cells = (torch.full((n, horizon), -1) for _ in range(3))
-    unreadable, unparseable, capped = (torch.zeros(n, horizon, dtype=torch.bool)
-                                       for _ in range(3))
-    env_return, steps, truth = [0.0] * n, [0] * n, [-1] * n
-    cell = [r * toy_env.MAX_SIZE + c for r, c in (info["position"] for _, info in resets)]
+    unreadable, unparseable, capped, invalid = (torch.zeros(n, horizon, dtype=torch.bool)
+                                                for _ in range(4))
+    env_return, steps, truth, scores = [0.0] * n, [0] * n, [-1] * n, [0] * n
+    cell = [info.get("cell", -1) for _, info in resets]
     running, chats = list(range(n)), Chats(n, tokenizer.pad_token_id)
     for t in range(horizon):
         turns = []
         for i in running:
-            turn = cached_turn(tokenizer, observations[i], guided, t == 0, ft.example, cfg.cue)
+            turn = cached_turn(tokenizer, observations[i], guided, t == 0, ft.example, cfg.cue,
+                               world)
             if t and capped[i, t - 1]:  # a reply cut at --reply-tokens: its turn closed for it
                 turn = [tokenizer.eos_token_id] + turn
             transcripts[i].add(turn, 0, -1, [sg.SLOT_CONTEXT] * len(turn))
@@ -696,25 +820,28 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
             truths[i, t], cells[i, t] = truth[i], cell[i]
         answers = generate_replies(model, tokenizer, chats.extend(running, turns), ft,
                                    cfg.temperature, greedy, seed * 1000 + t)
+        actions = []
         for i, reply in zip(running, answers):
-            _, guide, move, judged_end, judged, moved = read_reply(tokenizer, reply, guided)
+            _, guide, action, judged_end, judged, acted = read_reply(tokenizer, reply, guided,
+                                                                     world)
             start = len(transcripts[i].tokens)
             transcripts[i].spans.append(tuple(None if s is None else (s[0] + start, s[1] + start)
-                                              for s in (judged, moved)))
+                                              for s in (judged, acted)))
             transcripts[i].add(reply, 1, t, [sg.SLOT_GUIDE if k < judged_end else sg.SLOT_ACTION
                                              for k in range(len(reply))])
             if guided:  # unreadable counts as neutral (the paper's rule)
                 guides[i, t] = guide if guide >= 0 else GUIDES.index("neutral")
                 unreadable[i, t] = guide < 0
-            unparseable[i, t] = move is None
+            unparseable[i, t] = action is None
             capped[i, t] = tokenizer.eos_token_id not in reply
-            observation, reward, terminated, truncated, info = envs[i].step(move)
-            observations[i] = wall_note(observation, move, info["bumped"], ft.example)
-            truth[i] = GUIDES.index(toy_env.true_polarity(info["progress"]))
-            row, column = info["position"]
-            cell[i], env_return[i], steps[i] = row * toy_env.MAX_SIZE + column, \
-                env_return[i] + reward, t + 1
-            if terminated or truncated:
+            actions.append(action)
+        results = side_by_side(lambda pair: worlds[pair[0]].step(pair[1]),
+                               list(zip(running, actions)))
+        for i, (observation, reward, done, info) in zip(list(running), results):
+            observations[i], truth[i], cell[i] = observation, info["truth"], info.get("cell", -1)
+            invalid[i, t], scores[i] = not info["valid"], info.get("score", 0)
+            env_return[i], steps[i] = env_return[i] + reward, t + 1
+            if done:
                 running = [j for j in running if j != i]
         if not running:
             break
@@ -722,11 +849,11 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
     layout = torch.arange(2 * horizon) < 2 * taken[:, None]                    # (N, 2T)
     kind = torch.tensor([sg.SLOT_GUIDE if guided else sg.SLOT_CONTEXT, sg.SLOT_ACTION])
     slots = torch.where(layout, kind.repeat(horizon), sg.SLOT_CONTEXT)        # (N, 2T)
-    optimal = torch.tensor([info["optimal_steps"] for _, info in resets])
+    optimal = torch.tensor([info["optimal"] for _, info in resets])
     return Episodes(prompt, transcripts, unreadable, unparseable, sg.Rollouts(
         torch.zeros_like(slots), slots, torch.zeros(slots.shape), guides, truths, cells,
-        torch.tensor(env_return), taken, optimal, torch.tensor([env.maze for env in envs])),
-        capped)
+        torch.tensor(env_return), taken, optimal, torch.tensor([info["task"] for _, info in resets])),
+        capped, invalid, torch.tensor(scores) if world == "scienceworld" else None)
 
 
 def spread_advantages(episodes: Episodes, advantages: torch.Tensor, rows) -> list:
@@ -746,22 +873,34 @@ def spread_advantages(episodes: Episodes, advantages: torch.Tensor, rows) -> lis
 
 def shares(episodes: Episodes) -> dict:
     """How often the reading failed: unreadable assessments among the guided replies, replies
-    without a move among all, and replies cut at --reply-tokens among all."""
+    without a move among all, and replies cut at --reply-tokens among all. In ScienceWorld
+    also: success, the task done (whatever R_env pays), the share of replies whose action the
+    simulator took (valid_actions), the mean final score (an episode ended by a wrong focus,
+    -100, counts 0) and the share so ended (failed);
+    the maze's loop and path-length figures do not apply there (None)."""
     replied = episodes.steps.guides >= 0
     taken = torch.arange(episodes.unparseable.shape[1]) < episodes.steps.steps[:, None]
-    return {"unreadable": episodes.unreadable[replied].float().mean().item()
-            if replied.any() else None,
-            "unparseable": episodes.unparseable[taken].float().mean().item(),
-            "capped": episodes.capped[taken].float().mean().item()}
+    figures = {"unreadable": episodes.unreadable[replied].float().mean().item()
+               if replied.any() else None,
+               "unparseable": episodes.unparseable[taken].float().mean().item(),
+               "capped": episodes.capped[taken].float().mean().item()}
+    if episodes.scores is None:
+        return figures
+    return {**figures, "success": (episodes.scores >= 100).float().mean().item(),
+            "valid_actions": 1 - episodes.invalid[taken].float().mean().item(),
+            "score": episodes.scores.clamp(min=0).float().mean().item(),
+            "failed": (episodes.scores < 0).float().mean().item(),
+            "steps_over_optimal": None, "looping_episodes": None, "revisits": None}
 
 
 def concat_episodes(parts) -> Episodes:
     """Batches of episodes played from the same prompt, as one."""
+    joined = lambda name: (None if getattr(parts[0], name) is None  # noqa: E731
+                           else torch.cat([getattr(p, name) for p in parts]))
     return Episodes(parts[0].prompt, [t for p in parts for t in p.transcripts],
-                    torch.cat([p.unreadable for p in parts]),
-                    torch.cat([p.unparseable for p in parts]),
-                    sg.concat_rollouts([p.steps for p in parts]),
-                    torch.cat([p.capped for p in parts]))
+                    joined("unreadable"), joined("unparseable"),
+                    sg.concat_rollouts([p.steps for p in parts]), joined("capped"),
+                    joined("invalid"), joined("scores"))
 
 
 def evaluate(model, tokenizer, cfg: sg.Config, ft: FreeText, guided: bool) -> dict:
@@ -775,10 +914,13 @@ def evaluate(model, tokenizer, cfg: sg.Config, ft: FreeText, guided: bool) -> di
 
 
 def describe(metrics: dict) -> str:
-    """selfguide's line, and how often the reading failed."""
+    """selfguide's line, and how often the reading failed (in ScienceWorld, the score and the
+    share of valid actions)."""
     unreadable = metrics.get("unreadable")
-    return (sg.format_metrics(metrics) + ("" if unreadable is None else
-                                          f"  unreadable {unreadable:.3f}") +
+    world = "" if "score" not in metrics else (f"  score {metrics['score']:.1f}  valid "
+                                               f"{metrics['valid_actions']:.3f}")
+    return (sg.format_metrics(metrics) + world + ("" if unreadable is None else
+                                                  f"  unreadable {unreadable:.3f}") +
             f"  no move {metrics['unparseable']:.3f}  cut {metrics['capped']:.3f}")
 
 
@@ -1011,6 +1153,8 @@ def parse_config(argv=None, own=None, description: str = __doc__.split("\n\n")[0
     # Temperature 0.5, 100 iterations: chosen on seed 0 (at temperature 1 the tiny prior's
     # sampled replies reach almost no goal, and GRPO's groups hold no success to learn from)
     parser.set_defaults(n_layer=2, temperature=0.5, iterations=100)
+    chosen, _ = parser.parse_known_args(argv)
+    parser.set_defaults(**WORLD_DEFAULTS.get(chosen.world, {}))  # before any value is read
     args = sg.parse_settings(parser, argv)  # with --paper-faithful's defaults
     names = {f.name for f in dataclasses.fields(FreeText)}
     harness = {f.name for f in dataclasses.fields(own)} if own else set()
@@ -1029,6 +1173,12 @@ def parse_config(argv=None, own=None, description: str = __doc__.split("\n\n")[0
         cfg = bridge.check_config(cfg)
     except SystemExit as refusal:
         parser.error(str(refusal).removeprefix("error: "))
+    if ft.world == "scienceworld" and ft.example:
+        parser.error("--example is the maze's format (its example walk); ScienceWorld's system "
+                     "turn lists example actions already")
+    if ft.world == "scienceworld" and cfg.eval_tasks > science_world.VARIATIONS["test"]:
+        parser.error(f"--eval-tasks: ScienceWorld's find-* tasks have "
+                     f"{science_world.VARIATIONS['test']} test (and dev) variations")
     cfg = dataclasses.replace(cfg, guide_temperature=cfg.temperature)
     return (cfg, ft, mine) if own else (cfg, ft)
 
@@ -1067,12 +1217,20 @@ def report(trainer, cfg: sg.Config, ft: FreeText, tokenizer, out: Path, before: 
         shutil.rmtree(checkpoint)
     processes = trainer.accelerator.num_processes
     on = f" on {processes} processes, whose weights agree" if processes > 1 else ""
-    print(f"\n{table}\n\n{failures}\n\ngreedy, {cfg.eval_tasks} {ft.mazes} mazes; TRL "
+    print(f"\n{table}\n\n{failures}\n\ngreedy, {cfg.eval_tasks} {tasks_played(ft)}; TRL "
           f"{bridge.TRL_VERSION}{on}, {minutes:.1f} min of training; model, tokenizer, config "
           f"and log.jsonl in {out}")
     if cfg.show:
         print("\n" + show_episodes(trainer.model, tokenizer, cfg, ft))
     return rows
+
+
+def tasks_played(ft: FreeText) -> str:
+    """What --mazes names in this world: the held-out or tuning mazes, or ScienceWorld's test
+    or dev variations."""
+    if ft.world == "scienceworld":
+        return {"held-out": "test variations", "tuning": "dev variations"}[ft.mazes]
+    return f"{ft.mazes} mazes"
 
 
 def show_episodes(model, tokenizer, cfg: sg.Config, ft: FreeText) -> str:
@@ -1083,13 +1241,18 @@ def show_episodes(model, tokenizer, cfg: sg.Config, ft: FreeText) -> str:
     for i, transcript in enumerate(batch.transcripts):
         text = tokenizer.decode(batch.prompt + transcript.tokens, skip_special_tokens=False)
         outcome = "reached the goal" if batch.steps.env_return[i] > 0 else "did not reach the goal"
-        chats.append(f"{ft.mazes} maze {i}: {outcome} in {batch.steps.steps[i].item()} turns\n{text}")
+        if batch.scores is not None:
+            outcome = f"score {batch.scores[i].item()}"
+        chats.append(f"{tasks_played(ft)} {i}: {outcome} in {batch.steps.steps[i].item()} "
+                     f"turns\n{text}")
     return "\n\n".join(chats)
 
 
 def main(argv=None):
     bridge.check_trl()
     cfg, ft = parse_config(argv)
+    if ft.world == "scienceworld":
+        science_world.check_installed()
     sg.check_transformers(sg.transformers.__version__)
     state, device = bridge.start_processes(cfg)
     out = Path(cfg.out or f"runs/freetext-{cfg.variant}-seed{cfg.seed}")
@@ -1110,7 +1273,7 @@ def main(argv=None):
     if checkpoint and state.is_main_process:
         tqdm.write(f"resuming from {checkpoint} (iteration {len(resumed['records'])} of "
                    f"{cfg.iterations}); delete {out}/checkpoint-* to start over")
-    if state.is_main_process and not resumed:
+    if state.is_main_process and not resumed and ft.prior_rows:
         before = [("prior, no guide (ReAct)", evaluate(model, tokenizer, cfg, ft, False)),
                   ("prior, guide (ReAct w/ SG)", evaluate(model, tokenizer, cfg, ft, True))]
         for name, metrics in before:
@@ -1125,7 +1288,8 @@ def main(argv=None):
             rollout_func=make_rollout_func(cfg, ft, tokenizer), selfguide_config=cfg)
         evaluation = (lambda m: evaluate(m, tokenizer, cfg, ft, cfg.guided))
         for callback in bridge.selfguide_callbacks(trainer, cfg, evaluation, describe,
-                                                   "free text", ft.mazes):
+                                                   "free text", ft.mazes if ft.world == "maze"
+                                                   else tasks_played(ft)):
             trainer.add_callback(callback)
         trainer.resumable = {"settings": settings, "before": before}
         if resumed:  # the log so far, and the rollout's streams where the checkpoint left them

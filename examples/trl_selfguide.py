@@ -248,8 +248,10 @@ def trainer_base_class():
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-            if self.args.loss_type != "bnpo":  # dr_grpo divides by a constant, the same on
-                return loss  # every process: DDP's average is already the one-process loss
+            # TRL's own copy of the setting, the one its loss reads; dr_grpo divides by a
+            # constant, the same on every process: DDP's average is the one-process loss
+            if self.loss_type != "bnpo":
+                return loss
             return whole_minibatch_loss(loss, inputs, self.accelerator)
 
     return SelfGuideTrainerBase
@@ -302,8 +304,9 @@ def whole_minibatch_loss(loss, inputs, accelerator):
     averages the P gradients. Rescaled here to the token sum over the token count of the
     whole minibatch across processes (times P, which DDP's average divides out), the loss of
     one process holding the whole minibatch. On one process the factor is exactly 1. (Only
-    for bnpo: TRL's dr_grpo divides each process's sum by its rows x --max-completion-length,
-    equal rows on every process, so DDP's average is already the one-process loss.)"""
+    for bnpo: TRL's dr_grpo divides each process's sum by its rows x GRPOConfig's
+    max_completion_length, a fixed setting, and the rows are equal on every process, so DDP's
+    average is already the one-process loss.)"""
     mask = inputs["completion_mask"]
     if "tool_mask" in inputs:
         mask = mask * inputs["tool_mask"]

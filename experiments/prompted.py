@@ -69,13 +69,15 @@ def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool, draws: int =
     first index): selfguide's metrics and the format's failures over all episodes, and per
     maze the share of its draws that reached the goal."""
     seeds = freetext.maze_seeds(ft.mazes, cfg.eval_tasks)
-    batches = [(d, i) for d in range(draws) for i in range(0, len(seeds), BATCH)]
+    size = BATCH if ft.world == "maze" else ft.eval_batch  # ScienceWorld: a simulator an episode
+    batches = [(d, i) for d in range(draws) for i in range(0, len(seeds), size)]
     play = f"{'ReAct w/ SG' if guided else 'ReAct'}, {'greedy' if greedy else 'sampled'}"
-    parts = [freetext.play(model, tokenizer, seeds[i:i + BATCH], guided, cfg, ft,
+    parts = [freetext.play(model, tokenizer, seeds[i:i + size], guided, cfg, ft,
                            cfg.seed + 10**5 * d + i, greedy=greedy)
-             for d, i in tqdm(batches, desc=f"{play}: batches of {BATCH} mazes", leave=False)]
+             for d, i in tqdm(batches, desc=f"{play}: batches of {size} tasks", leave=False)]
     episodes = freetext.concat_episodes(parts)
-    reached = (episodes.steps.env_return > 0).float().view(draws, len(seeds))   # (draws, mazes)
+    done = episodes.steps.env_return > 0 if episodes.scores is None else episodes.scores >= 100
+    reached = done.float().view(draws, len(seeds))                                # (draws, mazes)
     return {**sg.episode_metrics(episodes.steps), **freetext.shares(episodes),
             "per_maze": reached.mean(0).tolist()}
 
@@ -104,15 +106,18 @@ def table(rows: dict, against: dict | None = None) -> str:
     runs' rows (`against`: {folder: rows}), each row minus each of theirs played the same way
     (greedy or sampled), in either format: a trained model against its warm start, or GRPO w/
     SG & GR's assessing play against GRPO's plain play."""
+    science = any("score" in m for m in rows.values())  # ScienceWorld's: its score, valid actions
     lines = ["| play | success | steps | unreadable assessments | replies without a move | "
-             "guide bal. acc. | guide progress acc. | positive guides |",
-             "|---|---|---|---|---|---|---|---|"]
+             "guide bal. acc. | guide progress acc. | positive guides |"
+             + (" mean score | valid actions |" if science else ""),
+             "|---|---|---|---|---|---|---|---|" + ("---|---|" if science else "")]
     for name, m in rows.items():
         lines.append(f"| {name} | {m['success']:.3f} | {m['steps']:.1f} | "
                      f"{sg.metric_text(m.get('unreadable'), 3)} | {m['unparseable']:.3f} | "
                      f"{sg.metric_text(m.get('guide_balanced_accuracy'), 3)} | "
                      f"{sg.metric_text(m.get('guide_progress_accuracy'), 3)} | "
-                     f"{sg.metric_text(m.get('share_positive'), 2)} |")
+                     f"{sg.metric_text(m.get('share_positive'), 2)} |"
+                     + (f" {m['score']:.1f} | {m['valid_actions']:.3f} |" if science else ""))
     lines.append("")
     for how in [h for h in ("greedy", "sampled")
                 if f"ReAct, {h}" in rows and f"ReAct w/ SG, {h}" in rows]:
@@ -158,6 +163,9 @@ def main(argv=None):
     cfg, ft, how_played = parse_args(argv)
     if not ft.model:
         raise SystemExit("error: give a chat model: --model smollm2, a folder, or random")
+    if ft.model == "random" and ft.world != "maze":
+        raise SystemExit("error: --model random walks the maze; ScienceWorld's floor, a random "
+                         "valid action, is python examples/science_world.py")
     if ft.model == "random":  # its row written as a play's, to keep and to pair with
         if how_played.against or how_played.draws > 1 or not how_played.greedy \
                 or not how_played.sampled:
@@ -188,8 +196,11 @@ def main(argv=None):
             if asked]
     plays = [(how, greedy, name, guided) for how, greedy in hows
              for name, guided in (("ReAct", False), ("ReAct w/ SG", True))]
-    played = (f"{ft.model} on {cfg.eval_tasks} {ft.mazes} {cfg.size}x{cfg.size} mazes "
-              f"(start at least {cfg.min_distance} moves away, {cfg.max_steps} moves), "
+    where = (f"{cfg.size}x{cfg.size} mazes (start at least {cfg.min_distance} moves away, "
+             f"{cfg.max_steps} moves)" if ft.world == "maze" else
+             f"ScienceWorld {freetext.tasks_played(ft)} ({cfg.max_steps} actions)")
+    played = (f"{ft.model} on {cfg.eval_tasks} {ft.mazes if ft.world == 'maze' else ''}"
+              f"{' ' if ft.world == 'maze' else ''}{where}, "
               + " and ".join(["greedy"] * how_played.greedy + [
                   f"sampled at temperature {cfg.temperature:g}"
                   + (f" ({how_played.draws} draws a maze)" if how_played.draws > 1 else "")]

@@ -1,0 +1,417 @@
+"""ScienceWorld (Wang et al., 2022), the paper's own benchmark, as a text world
+(textworld.TextWorld) for the free-text path, with the demonstrator a tiny player is cloned
+from and the floor and ceiling every figure sits between.
+
+    pip install scienceworld==1.2.3             # the simulator: a jar, run by Java over py4j
+    apt-get install -y default-jre-headless     # Java, where it is missing (17 on this machine kind)
+    python examples/science_world.py             # the floor and the ceiling on the test variations
+    python examples/trl_freetext.py --world scienceworld             # clone a player, train it
+
+- Tasks: the four `find-*` tasks (find an animal, a living thing, a non-living thing, a
+  plant; focus on it, then move it to a box in the kitchen), each with its own train / dev /
+  test variations (150 / 75 / 75). A task seed picks a (task, variation) pair by selfguide's
+  ranges: training and demonstration seeds (below 10^9) the train variations, held-out seeds
+  (10^9 on) the test variations, tuning seeds (2 x 10^9 on) the dev variations, the four tasks
+  in turn. Nothing trains on a dev or test variation.
+- A turn: the step's observation, then what ScienceWorld's own baselines read every step
+  besides it (the task, the room from `look`'s first line, the inventory), on one line.
+- An action is the reply's text as written, no matching: text the simulator does not know
+  ("No known action matches that input.") or that names several things (an ambiguous
+  request, cancelled) changes nothing; the step counts, and the share of valid actions is
+  reported.
+- R_env: the final score / 100 (`reward="score"`, partial credit, -1 for a wrong focus), or 1
+  when the score reaches 100, the task done (`"success"`, the paper's R_env); success is the
+  task done either way. Focusing on a wrong thing ends the episode at -100 (a mean score
+  counts it as 0). A step's truth is the sign of the score's change: rose, positive;
+  unchanged, neutral; fell or failed, negative.
+- Each episode of a batch has its own simulator (a JVM of about 150 MB), kept in a pool for
+  the process and reused; their steps run side by side in threads.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # toy_env (GUIDES)
+
+from toy_env import GUIDES  # noqa: E402
+from tqdm.auto import tqdm  # noqa: E402
+
+FIND_TASKS = ("find-animal", "find-living-thing", "find-non-living-thing", "find-plant")
+INSTALL = ("pip install scienceworld==1.2.3, and a Java runtime (apt-get install -y "
+           "default-jre-headless)")
+# a small heap: a simulator in about 250 MB of memory, started in a second or two (listing a
+# task's variations needs more than 96 MB of heap)
+JAVA_OPTIONS = "-Xmx160m -Xss512k -XX:+UseSerialGC"
+UNKNOWN = ("No known action matches that input.", "Unknown action.")
+AMBIGUOUS = "Ambiguous request"
+HELD_OUT, TUNING = 10**9, 2 * 10**9  # selfguide's held-out and tuning seed bases
+SPLITS = {"train": 0, "test": HELD_OUT, "dev": TUNING}  # each split's first seed
+VARIATIONS = {"train": 600, "dev": 300, "test": 300}  # the find-* tasks' pairs (a test checks)
+THREADS = 8  # simulators stepped side by side (each a process of its own)
+
+SYSTEM = ("You are an agent in a house, doing a science task. Each turn shows what your last "
+          "action did, then the task, the room you are in and what you carry.")
+ASK_GUIDED = (" Reply with two lines: Assessment: how your last action went, positive, neutral "
+              "or negative, and why; then Action: one action, such as open door to kitchen, go "
+              "to kitchen, look around, focus on apple, pick up apple, move apple to red box.")
+ASK_UNGUIDED = (" Reply with one line: Action: one action, such as open door to kitchen, go to "
+                "kitchen, look around, focus on apple, pick up apple, move apple to red box.")
+PHRASES = {  # the demonstrator's judgements as short phrases; the guide word is what is read
+    "positive": ["positive, that was progress", "positive, a step toward the task"],
+    "neutral": ["neutral, nothing gained yet", "neutral, no progress"],
+    "negative": ["negative, that went wrong", "negative, a wasted step"]}
+
+
+def system_prompt(guided: bool) -> str:
+    return SYSTEM + (ASK_GUIDED if guided else ASK_UNGUIDED)
+
+
+def check_installed():
+    """One line naming the install if the package or Java is missing, before any work."""
+    try:
+        import scienceworld  # noqa: F401
+    except ImportError:
+        raise SystemExit(f"error: ScienceWorld is not installed: {INSTALL}")
+    if not shutil.which("java"):
+        raise SystemExit(f"error: ScienceWorld's simulator needs Java, which is not on PATH: "
+                         f"{INSTALL}")
+
+
+# --- The simulators: one per episode played side by side, started once per process ---
+
+_POOL: list = []
+
+
+def simulators(count: int) -> list:
+    """`count` simulators, started where the pool has fewer (about a second each)."""
+    check_installed()
+    from scienceworld import ScienceWorldEnv
+    os.environ.setdefault("JAVA_TOOL_OPTIONS", JAVA_OPTIONS)
+    missing = count - len(_POOL)
+    if missing > 0:
+        with ThreadPoolExecutor(THREADS) as threads:
+            _POOL.extend(threads.map(lambda _: ScienceWorldEnv("", envStepLimit=10**6),
+                                     range(missing)))
+    return _POOL[:count]
+
+
+def side_by_side(function, items) -> list:
+    """function over items in threads (each call talks to its own simulator's process)."""
+    if len(items) <= 1:
+        return [function(item) for item in items]
+    with ThreadPoolExecutor(min(THREADS, len(items))) as threads:
+        return list(threads.map(function, items))
+
+
+_PAIRS: dict = {}
+
+
+def task_pairs(split: str, tasks=FIND_TASKS) -> list:
+    """The (task, variation) pairs of a split, the tasks in turn: [(task, variation)]."""
+    key = (split, tuple(tasks))
+    if key not in _PAIRS:
+        simulator, lists = simulators(1)[0], []
+        for task in tasks:
+            simulator.load(task, 0, "")
+            lists.append({"train": simulator.get_variations_train,
+                          "dev": simulator.get_variations_dev,
+                          "test": simulator.get_variations_test}[split]())
+        _PAIRS[key] = [(task, variations[k]) for k in range(max(map(len, lists)))
+                       for task, variations in zip(tasks, lists) if k < len(variations)]
+    return _PAIRS[key]
+
+
+def split_of(seed: int) -> str:
+    return "dev" if seed >= TUNING else "test" if seed >= HELD_OUT else "train"
+
+
+def pair_of(seed: int, tasks=FIND_TASKS) -> tuple:
+    """(task, variation, index): what a task seed plays, the index-th pair of its split: a
+    train pair for any seed below 10^9 (by its remainder), the (seed - base)-th test or dev
+    pair above (past the last: a ValueError)."""
+    split = split_of(seed)
+    pairs = task_pairs(split, tasks)
+    index = seed % len(pairs) if split == "train" else seed - SPLITS[split]
+    if index >= len(pairs):
+        raise ValueError(f"ScienceWorld has {len(pairs)} {split} variations of these tasks; "
+                         f"seed {seed} asks for number {index + 1}")
+    return (*pairs[index], index)
+
+
+# --- The world: one episode in one simulator ---
+
+def room_of(look: str) -> str:
+    found = re.search(r"called the ([^.]+)\.", look)
+    return found.group(1) if found else "unknown"
+
+
+def items_of(inventory: str) -> str:
+    items = [line.strip() for line in inventory.splitlines()[1:] if line.strip()]
+    return ", ".join(items) or "nothing"
+
+
+class ScienceWorld:
+    """One episode of a find-* task in its own simulator (textworld.TextWorld)."""
+    label = "Action"
+
+    def __init__(self, simulator, tasks=FIND_TASKS, reward: str = "score"):
+        self.simulator, self.server, self.tasks = simulator, simulator.server, tasks
+        self.score, self.task, self.reward = 0, "", reward
+
+    def reset(self, seed: int, gold: bool = False) -> tuple[str, dict]:
+        task, variation, index = pair_of(seed, self.tasks)
+        self.simulator.load(task, variation, "", generateGoldPath=gold)  # a fresh start
+        self.score = 0
+        description = self.server.freeActionTaskDesc().replace("Task Description:", "").strip()
+        self.task = description.split(".")[0].removeprefix("Your task is to ")
+        info = {"task": index, "name": task, "variation": variation, "optimal": -1}
+        if gold:
+            info["gold"] = list(self.simulator.get_gold_action_sequence())
+            info["optimal"] = len(info["gold"])
+        return f"{description}\n{self.server.freeActionLook().strip()}\n{self.state()}", info
+
+    def state(self) -> str:
+        """The line every turn ends with: the task, the room and the inventory."""
+        return (f"(task: {self.task}; room: {room_of(self.server.freeActionLook())}; "
+                f"inventory: {items_of(self.server.freeActionInventory())})")
+
+    def step(self, action: str | None) -> tuple[str, float, bool, dict]:
+        if action is None:  # a reply that names no action: the step changes nothing
+            result = UNKNOWN[0]
+        else:
+            result = self.server.step(action).strip()
+            if result.startswith(AMBIGUOUS):  # cancelled (the simulator waits for a number)
+                self.server.step("")
+                options = [line.split("\t", 1)[-1] for line in result.splitlines()[1:]]
+                result = "Ambiguous request, cancelled: it could be " + "; ".join(options) + "."
+        valid = action is not None and not result.startswith(UNKNOWN + ("Ambiguous",))
+        score = round(100 * self.server.getScore()) if valid else self.score
+        truth = "positive" if score > self.score else "negative" if score < self.score \
+            else "neutral"
+        done = score < 0 or score >= 100 or bool(self.server.getCompleted())
+        reward = float(score >= 100) if self.reward == "success" else (score - self.score) / 100
+        self.score = score
+        info = {"truth": GUIDES.index(truth), "valid": valid, "score": score}
+        return f"{result}\n{self.state()}", reward, done, info
+
+    @staticmethod
+    def read_action(text: str):
+        """The text after "Action:" on its line (markdown bold and the edges' spaces off)."""
+        found = ACTION.search(text)
+        raw = found.group("action") if found else ""
+        action = raw.strip().strip("*").strip()
+        if not action:
+            return None, None
+        start = found.start("action") + raw.index(action)
+        return (start, start + len(action)), action
+
+
+ACTION = re.compile(r"(?i)\**action\**[ \t]*:\**[ \t]*(?P<action>[^\n]*)")
+
+
+# --- The demonstrator: the gold paths with detours, judged from the score's change ---
+
+DETOUR = 0.5     # share of the demonstrations with one detour
+MISJUDGE = 0.1   # share of the demonstrator's judgements replaced by another polarity
+DOOR = re.compile(r"A door to the ([^(\n]+?) \(that is (open|closed)\)")
+
+
+STAGES = ("adult ", "reproducing ", "seedling ", "seed ")  # a plant's stage, which time moves
+
+
+def simpler_gold(gold: list) -> list:
+    """The gold path said as the player can read it off its turns: a plant focused on without
+    its stage (which changes as steps pass: "focus on adult pea plant" -> "focus on pea
+    plant"), and the last action "move <what it picked up (or focused on)> to <box>" for the
+    simulator's own phrasing ("move egg butterfly egg in inventory to red box" -> "move
+    butterfly to red box")."""
+    gold = [next((f"focus on {a[9 + len(s):]}" for s in STAGES if a.startswith(f"focus on {s}")),
+                 a) for a in gold]
+    last, picked = gold[-1], [a.removeprefix("pick up ") for a in gold if a.startswith("pick up ")]
+    focused = [a.removeprefix("focus on ") for a in gold if a.startswith("focus on ")]
+    box = re.search(r" to (\S+ box)$", last)
+    if not last.startswith("move ") or not box or not (picked or focused):
+        return gold
+    return gold[:-1] + [f"move {(picked or focused)[-1]} to {box.group(1)}"]
+
+
+def misspelt(action: str, rng: random.Random) -> str:
+    """An action the simulator does not know: a letter of its longest word dropped."""
+    words = action.split()
+    k = max(range(len(words)), key=lambda i: (len(words[i]), rng.random()))
+    cut = rng.randrange(len(words[k]))
+    words[k] = words[k][:cut] + words[k][cut + 1:]
+    return " ".join(words)
+
+
+def demonstrate(world: ScienceWorld, seed: int, rng: random.Random, plain: bool = False):
+    """One demonstration of the task of `seed`: the gold path (its last action simpler_gold's),
+    with probability DETOUR one detour (a misspelt action, then the right one; or a door to a
+    wrong room opened and walked through, then the way back), each step judged before its
+    action: the score's change since the last action (rose: positive; fell: negative), its
+    own detour's wrong step negative, else neutral; MISJUDGE of them replaced by another word.
+    `plain`: the gold path as the simulator gives it, without a detour. Returns
+    ([(observation, guide, action)], the final score, the gold path)."""
+    observation, info = world.reset(seed, gold=True)
+    gold = info["gold"]
+    plan = [(a, False) for a in (gold if plain else simpler_gold(gold))]
+    if not plain and rng.random() < DETOUR:
+        at = rng.randrange(len(plan))
+        plan[at:at] = [(misspelt(plan[at][0], rng), True)]
+    wrong_room = not plain and rng.random() < 0.5 and not any(wrong for _, wrong in plan)
+    steps, last_score, mistake, score = [], 0, False, 0
+    while plan:
+        action, wrong = plan.pop(0)
+        if wrong_room and action.startswith("open door to ") and rng.random() < 0.5:
+            here = room_of(world.server.freeActionLook())
+            doors = [d for d, _ in DOOR.findall(world.server.freeActionLook())
+                     if d != action.removeprefix("open door to ")]
+            if doors:  # through a wrong door and back, then the planned action
+                other, wrong_room = rng.choice(doors), False
+                plan[:0] = [(f"go to {other}", True), (f"go to {here}", False), (action, wrong)]
+                action, wrong = f"open door to {other}", False
+        judged = "positive" if score > last_score else "negative" if score < last_score \
+            or mistake else "neutral"
+        if steps and rng.random() < MISJUDGE:
+            judged = rng.choice([g for g in GUIDES if g != judged])
+        steps.append((observation, judged if steps else "neutral", action))
+        last_score = score
+        observation, _, done, info = world.step(action)
+        score, mistake = info["score"], wrong
+        if done:
+            break
+    return steps, score, gold
+
+
+def demonstrations(seeds: list, tasks=FIND_TASKS, workers: int = 4) -> list:
+    """The demonstrations of these task seeds (the i-th drawn from its own stream), side by side
+    on `workers` simulators; only those that finish the task (score 100) are kept (one that
+    does not, its stage-bound referents outrun by a detour, is drawn again plain):
+    [{"seed": seed, "steps": [(observation, guide, action)]}], in the seeds' order."""
+    worlds = [ScienceWorld(s, tasks) for s in simulators(workers)]
+    bar = tqdm(total=len(seeds), desc="ScienceWorld demonstrations", leave=False)
+
+    def draw(worker: int) -> list:
+        kept = []
+        for i in range(worker, len(seeds), workers):
+            bar.update()
+            rng = random.Random(f"demonstration-{seeds[i]}")
+            steps, score, _ = demonstrate(worlds[worker], seeds[i], rng)
+            if score < 100:
+                steps, score, _ = demonstrate(worlds[worker], seeds[i], rng, plain=True)
+            if score >= 100:
+                kept.append({"seed": seeds[i], "index": i, "steps": steps})
+        return kept
+    kept = [d for part in side_by_side(draw, list(range(workers))) for d in part]
+    bar.close()
+    return sorted(kept, key=lambda d: d["index"])
+
+
+# --- The floor and the ceiling: a random valid action, and the gold path ---
+
+def random_valid(world: ScienceWorld, seed: int, horizon: int, rng: random.Random) -> dict:
+    """An episode of uniformly random valid actions (the simulator's own list each step)."""
+    world.reset(seed)
+    for step in range(1, horizon + 1):
+        action = rng.choice(sorted(world.simulator.get_valid_action_object_combinations()))
+        _, _, done, info = world.step(action)
+        if done:
+            break
+    return {"score": info["score"], "success": float(info["score"] >= 100), "steps": step}
+
+
+def gold_path(world: ScienceWorld, seed: int) -> dict:
+    """The simulator's gold path, replayed as written: the ceiling (100 by construction)."""
+    _, info = world.reset(seed, gold=True)
+    for action in info["gold"]:
+        _, _, done, last = world.step(action)
+    return {"score": last["score"], "success": float(last["score"] >= 100),
+            "steps": len(info["gold"]),
+            "target": next((a[9:] for a in info["gold"] if a.startswith("focus on ")), None)}
+
+
+def baselines(split: str = "test", horizon: int = 20, workers: int = 4, seed: int = 0) -> dict:
+    """The floor and the ceiling on every variation of a split, side by side: per episode
+    {"score", "success", "steps"} of the random valid action and of the gold path, and the
+    gold path's focus target (what the task asks to find)."""
+    seeds = [SPLITS[split] + i for i in range(VARIATIONS[split])]
+    worlds = [ScienceWorld(s) for s in simulators(workers)]
+    bar = tqdm(total=len(seeds), desc=f"floor and ceiling, {split} variations", leave=False)
+
+    def play(worker: int) -> list:
+        played = []
+        for i in range(worker, len(seeds), workers):
+            played.append((i, random_valid(worlds[worker], seeds[i], horizon,
+                                           random.Random(f"random-{seed}-{seeds[i]}")),
+                           gold_path(worlds[worker], seeds[i])))
+            bar.update()
+        return played
+    played = sorted(r for part in side_by_side(play, list(range(workers))) for r in part)
+    bar.close()
+    return {"random": [r for _, r, _ in played], "gold": [g for _, _, g in played]}
+
+
+def mean_row(name: str, episodes: list) -> str:
+    score = sum(max(e["score"], 0) for e in episodes) / len(episodes)
+    success = sum(e["success"] for e in episodes) / len(episodes)
+    steps = sum(e["steps"] for e in episodes) / len(episodes)
+    return f"| {name} | {success:.3f} | {score:.1f} | {steps:.1f} |"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="ScienceWorld's floor (a random valid action) "
+                                     "and ceiling (the gold path) on a split of the find-* tasks")
+    parser.add_argument("--split", default="test", choices=["test", "dev"])
+    parser.add_argument("--max-steps", type=int, default=20, help="the random walk's horizon")
+    parser.add_argument("--seed", type=int, default=0, help="the random walk's draws")
+    parser.add_argument("--out", default="", help="write the episodes here as JSON")
+    args = parser.parse_args(argv)
+    if args.max_steps < 1:
+        parser.error("--max-steps must be at least 1")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    check_installed()
+    played = baselines(args.split, args.max_steps, seed=args.seed)
+    trained = {g["target"] for g in baselines_targets("train")}
+    met = sum(g["target"] in trained for g in played["gold"])
+    print(f"{args.split} variations of {', '.join(FIND_TASKS)}, each played once:\n\n"
+          f"| policy | success | mean score | steps |\n|---|---|---|---|\n"
+          f"{mean_row('random valid action (the floor)', played['random'])}\n"
+          f"{mean_row('gold path (the ceiling)', played['gold'])}\n\n"
+          f"{met} of {len(played['gold'])} {args.split} variations ask for a thing some train "
+          f"variation asks for too; never asked in training: "
+          f"{', '.join(sorted({g['target'] for g in played['gold']} - trained))}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(played))
+    return played
+
+
+def baselines_targets(split: str, workers: int = 4) -> list:
+    """The gold path's focus target of every variation of a split: [{"target"}]."""
+    seeds = [SPLITS[split] + i for i in range(VARIATIONS[split])]
+    worlds = [ScienceWorld(s) for s in simulators(workers)]
+
+    def targets(worker: int) -> list:
+        found = []
+        for i in range(worker, len(seeds), workers):
+            _, info = worlds[worker].reset(seeds[i], gold=True)
+            found.append((i, {"target": next((a[9:] for a in info["gold"]
+                                               if a.startswith("focus on ")), None)}))
+        return found
+    return [t for _, t in sorted(r for part in side_by_side(targets, list(range(workers)))
+                                 for r in part)]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""Tests of ScienceWorld as a text world (examples/science_world.py) and of the free-text path
+playing it. The simulator is an optional extra (a jar in the pip package, run by Java); these
+tests are skipped, with the reason, without it:
+
+    pip install scienceworld==1.2.3 && python -m pytest -q examples/test_science_world.py
+"""
+import random
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import science_world as sw  # noqa: E402
+from toy_env import GUIDES  # noqa: E402
+
+try:
+    sw.check_installed()
+except SystemExit as missing:
+    pytest.skip(str(missing).removeprefix("error: "), allow_module_level=True)
+
+POSITIVE, NEUTRAL, NEGATIVE = (GUIDES.index(g) for g in ("positive", "neutral", "negative"))
+TEST, DEV = sw.HELD_OUT, sw.TUNING  # the first test and dev variations' task seeds
+
+
+@pytest.fixture(scope="module")
+def world():
+    return sw.ScienceWorld(sw.simulators(1)[0])
+
+
+# --- The world: splits, steps, truths ---
+
+def test_the_splits_are_the_simulators_own_and_seeds_reach_only_their_split():
+    simulator = sw.simulators(1)[0]
+    for split, listed in [("train", simulator.get_variations_train),
+                          ("dev", simulator.get_variations_dev),
+                          ("test", simulator.get_variations_test)]:
+        pairs = sw.task_pairs(split)
+        assert len(pairs) == sw.VARIATIONS[split]
+        for task in sw.FIND_TASKS:
+            simulator.load(task, 0, "")
+            assert sorted(v for t, v in pairs if t == task) == sorted(listed())
+    assert sw.pair_of(TEST + 5)[:2] == sw.task_pairs("test")[5]
+    assert sw.pair_of(DEV + 7)[:2] == sw.task_pairs("dev")[7]
+    with pytest.raises(ValueError, match="300 test variations"):
+        sw.pair_of(TEST + 300)
+
+
+def test_no_test_or_dev_variation_reaches_a_training_batch_or_a_demonstration():
+    """Every task seed a run trains on (TRL's prompts, as trl_selfguide.task_seeds draws them)
+    and every demonstration seed plays a train variation; the evaluation's seeds the test
+    variations."""
+    import selfguide as sg
+    import trl_freetext as freetext
+    import trl_selfguide as bridge
+    cfg, ft = freetext.parse_config(["--world", "scienceworld", "--iterations", "60"])
+    train = set(sw.task_pairs("train"))
+    held_out = set(sw.task_pairs("test")) | set(sw.task_pairs("dev"))
+    assert not train & held_out  # the simulator's splits share no (task, variation)
+    trained = {sw.pair_of(seed)[:2] for seed in bridge.task_seeds(cfg)}
+    demonstrated = {sw.pair_of(seed)[:2] for seed in range(cfg.prior_episodes)}
+    assert trained <= train and demonstrated <= train
+    assert len(demonstrated) == len(train)  # every train variation is demonstrated
+    evaluated = {sw.pair_of(seed)[:2] for seed in freetext.maze_seeds(ft.mazes, cfg.eval_tasks)}
+    assert evaluated == set(sw.task_pairs("test"))
+    assert sg.TRAIN_SEED_RANGE <= sw.HELD_OUT == freetext.MAZES["held-out"]
+
+
+def test_a_gold_path_replayed_reaches_100_and_each_rise_is_positive():
+    """The gold path: each step valid, its truth the score's change; R_env 1 either way (the
+    score's rises / 100 add up to it; success pays it on the last step alone)."""
+    for reward in ("score", "success"):
+        world = sw.ScienceWorld(sw.simulators(1)[0], reward=reward)
+        observation, info = world.reset(TEST, gold=True)
+        assert "Your task is to find" in observation and observation.endswith(")")
+        score, truths, rewards = 0, [], []
+        for action in info["gold"]:
+            observation, reward_paid, done, step = world.step(action)
+            assert step["valid"]
+            truths.append(step["truth"])
+            rewards.append(reward_paid)
+            assert step["truth"] == (POSITIVE if step["score"] > score else NEUTRAL)
+            assert reward_paid == pytest.approx((step["score"] - score) / 100 if reward == "score"
+                                                else float(step["score"] == 100))
+            score = step["score"]
+        assert (score, done, sum(rewards)) == (100, True, pytest.approx(1.0))
+        assert POSITIVE in truths and NEUTRAL in truths
+
+
+def test_an_unknown_action_changes_nothing_and_is_counted(world):
+    world.reset(TEST + 1)
+    look = world.server.freeActionLook()
+    for action in ["jump around", "opn door to kitchen", None]:
+        observation, reward, done, step = world.step(action)
+        assert observation.startswith("No known action matches that input.")
+        assert (reward, done, step["valid"], step["truth"], step["score"]) == \
+            (0.0, False, False, NEUTRAL, 0)
+    assert world.server.freeActionLook() == look
+
+
+def test_an_ambiguous_action_is_cancelled_and_changes_nothing(world):
+    _, info = world.reset(TEST + 3, gold=True)  # find-plant: to the greenhouse's flower pots
+    for action in info["gold"][:[a.startswith("focus on") for a in info["gold"]].index(True)]:
+        world.step(action)
+    observation, _, done, step = world.step("pick up flower pot")
+    assert observation.startswith("Ambiguous request, cancelled") and not step["valid"]
+    observation, _, _, step = world.step("look around")  # the simulator waits for no number
+    assert observation.startswith("This room is called the greenhouse") and step["valid"]
+
+
+def test_focusing_on_a_wrong_thing_ends_the_episode_at_minus_100():
+    for reward, paid in (("score", -1.0), ("success", 0.0)):
+        world = sw.ScienceWorld(sw.simulators(1)[0], reward=reward)
+        world.reset(TEST)
+        observation, reward_paid, done, step = world.step("focus on air")
+        assert (reward_paid, done, step["score"], step["truth"]) == (paid, True, -100, NEGATIVE)
+
+
+def test_read_action_takes_the_text_as_written():
+    read = sw.ScienceWorld.read_action
+    assert read("Assessment: positive\nAction: open door to kitchen")[1] == "open door to kitchen"
+    assert read("**Action:** go to the  hallway  \nmore")[1] == "go to the  hallway"
+    assert read("Assessment: neutral") == (None, None) and read("Action:   ") == (None, None)
+    import trl_freetext as freetext  # the assessment ends where the action starts, on one line
+    text = "Assessment: positive Action: go to kitchen"
+    assessment, _, action = freetext.parse_reply(text, "scienceworld")
+    assert (text[slice(*assessment)], action) == ("positive", "go to kitchen")
+    text = "Assessment: x\naction: Move Apple to red box"
+    span, action = read(text)
+    assert text[slice(*span)] == action == "Move Apple to red box"  # case as written
+
+
+# --- The demonstrator ---
+
+def test_the_demonstrator_recovers_from_its_detours_and_judges_from_the_score(world):
+    """Demonstrations of train variations: each finishes (100); a misspelt action is judged
+    negative at the next step and followed by the action meant; a walk into a wrong room is
+    judged negative and followed by the way back; other judgements follow the score's change
+    but for the misjudged ones (about MISJUDGE of them)."""
+    recoveries, judged, misjudged = set(), 0, 0
+    for seed in range(16):
+        rng = random.Random(f"demonstration-{seed}")
+        steps, score, gold = sw.demonstrate(world, seed, rng)
+        if score < 100:  # a detour outran a stage-bound referent: drawn plain
+            steps, score, gold = sw.demonstrate(world, seed, rng, plain=True)
+        assert score == 100
+        actions = [a for _, _, a in steps]
+        for t in range(1, len(steps)):
+            observation, guide, action = steps[t]
+            before = actions[t - 1]
+            if observation.startswith("No known action"):
+                assert action == sw.simpler_gold(gold)[0] or action.split()[0] in before or \
+                    len(action) == len(before) + 1
+                recoveries.add("misspelt")
+            if before.startswith("go to ") and action.startswith("go to ") and \
+                    actions[t - 2].startswith("open door to "):
+                recoveries.add("wrong room")
+            judged += 1
+            misjudged += guide == "positive" and observation.startswith("No known action")
+    assert recoveries == {"misspelt", "wrong room"}
+    assert misjudged <= 2 and judged > 100
+
+
+def test_simpler_gold_names_what_was_picked_up_and_drops_a_plants_stage():
+    assert sw.simpler_gold(["focus on adult pea plant", "pick up flower pot 3",
+                            "move flower pot 3 containing pea plant and soil in inventory to "
+                            "red box"]) == ["focus on pea plant", "pick up flower pot 3",
+                                            "move flower pot 3 to red box"]
+    assert sw.simpler_gold(["focus on drawer in counter", "move drawer in counter to red box"]) \
+        == ["focus on drawer in counter", "move drawer in counter to red box"]
+
+
+# --- The free-text path playing it ---
+
+def test_the_free_text_path_plays_scienceworld_and_counts_the_valid_actions(monkeypatch):
+    """Scripted replies through trl_freetext.play: the gold path of a test variation written
+    as replies (one misspelt, one without an action, one unreadable assessment) reaches 100;
+    the invalid replies are counted, a step's truth is the score's change, R_env is 1."""
+    import trl_freetext as freetext
+    from test_trl_freetext import Scripted
+    cfg, ft = freetext.parse_config(["--world", "scienceworld"])
+    _, info = sw.ScienceWorld(sw.simulators(1)[0]).reset(TEST, gold=True)
+    replies = ([f"Assessment: neutral\nAction: {info['gold'][0]}x", "Assessment: hmm\nno action"]
+               + [f"Assessment: positive\nAction: {a}" for a in info["gold"]])
+    texts = [sw.system_prompt(True), *replies, "No known action matches that input. (task: "
+             "find a(n) animal; room: hallway; inventory: an orange) This room is called the"]
+    tokenizer = freetext.build_tokenizer("bpe", texts * 3, vocab=400)
+    monkeypatch.setattr(freetext, "generate_replies", Scripted(tokenizer, [replies]))
+    batch = freetext.play(None, tokenizer, [TEST], True, cfg, ft, 0)
+    steps = len(replies)
+    assert batch.steps.steps.tolist() == [steps]
+    assert batch.steps.env_return.tolist() == [pytest.approx(1.0)] and batch.scores.tolist() == [100]
+    assert batch.invalid[0, :steps].tolist() == [True, True] + [False] * (steps - 2)
+    assert batch.unparseable[0, :steps].tolist() == [False, True] + [False] * (steps - 2)
+    assert batch.unreadable[0, :steps].tolist() == [False, True] + [False] * (steps - 2)
+    shares = freetext.shares(batch)
+    assert shares["valid_actions"] == pytest.approx(1 - 2 / steps)
+    assert shares["score"] == 100 and shares["failed"] == 0 and shares["success"] == 1
+    # the truth z_t judges is the previous step's score change: none at the start, neutral
+    # after the two invalid replies, then the gold path's
+    assert batch.steps.truths[0, :3].tolist() == [-1, NEUTRAL, NEUTRAL]
+    assert batch.steps.truths[0, 3].item() in (POSITIVE, NEUTRAL)
+
+
+def test_scienceworld_is_refused_in_one_line_without_java(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(SystemExit, match="needs Java.*apt-get install -y default-jre-headless"):
+        sw.check_installed()
+
+
+def test_the_free_text_path_refuses_what_scienceworld_cannot_run(capsys):
+    import trl_freetext as freetext
+    for argv, message in [(["--example"], "--example is the maze's"),
+                          (["--eval-tasks", "301"], "300 test (and dev) variations")]:
+        with pytest.raises(SystemExit):
+            freetext.parse_config(["--world", "scienceworld", *argv])
+        assert message in capsys.readouterr().err
+
+
+def test_scienceworlds_defaults_apply_only_to_it():
+    import trl_freetext as freetext
+    cfg, ft = freetext.parse_config(["--world", "scienceworld"])
+    assert (cfg.max_steps, cfg.eval_tasks, ft.vocab) == (20, 300, 1024)
+    cfg, ft = freetext.parse_config(["--world", "scienceworld", "--max-steps", "12"])
+    assert cfg.max_steps == 12
+    cfg, ft = freetext.parse_config([])
+    assert (cfg.max_steps, cfg.eval_tasks, ft.vocab, ft.world) == (26, 500, 512, "maze")
+    assert torch.get_num_threads() >= 1
