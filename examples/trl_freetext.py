@@ -89,13 +89,14 @@ def maze_seeds(mazes: str, count: int) -> list:
 
 WORLDS = ("maze", "scienceworld")
 # ScienceWorld's own defaults (--world scienceworld; each can still be given): episodes of the
-# gold path's length and a few detours (5-16 actions), every test variation evaluated once at
+# gold path's length and a few detours (3-16 actions), every test variation evaluated once at
 # the end, 32 episodes an iteration (a simulator each), a wider tiny model and vocabulary for
 # the object names, replies long enough for an action such as "move flower pot 3 to red box"
+# (the cloning's passes chosen on the dev variations: examples/README.md, ScienceWorld)
 WORLD_DEFAULTS = {"scienceworld": dict(
     max_steps=20, eval_tasks=300, eval_batch=32, tasks_per_iter=4, group_size=8,
-    iterations=40, eval_every=40, final_evals=1, prior_episodes=1200, n_embd=128,
-    vocab=1024, reply_tokens=40)}
+    iterations=20, eval_every=20, final_evals=1, prior_episodes=1200, prior_epochs=6,
+    turn_updates=300, n_embd=128, vocab=1024, reply_tokens=40)}
 
 
 @dataclass

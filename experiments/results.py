@@ -74,7 +74,7 @@ def compact(result: dict) -> dict:
 def load(name: str) -> dict:
     """A kept compare.json, as compare.py writes it (expand), or a kept checkpoints.json,
     prompted.json or runs.json."""
-    for kind in ("checkpoints", "prompted", "runs"):
+    for kind in ("checkpoints", "prompted", "runs", "scienceworld"):
         if (KEPT / name / f"{kind}.json").exists():
             return json.loads((KEPT / name / f"{kind}.json").read_text())
     path = KEPT / name / "compare.json"
@@ -224,6 +224,13 @@ def save(folder: str, name: str, commit: str | None = None) -> Path:
             run["command"] for run in runs.values()), "commit": ", ".join(dict.fromkeys(commits)),
             "seeds": [], "runs": runs})
     folder = Path(folder)
+    if (folder / "scienceworld.json").exists():  # scienceworld_table.py's table: its figures, rounded
+        result = json.loads((folder / "scienceworld.json").read_text())
+        result["commit"] = full_commit(commit) if commit else result.get("commit")
+        if not result["commit"] or result["commit"].endswith("+changes"):
+            raise SystemExit(f"error: {folder} was made from changed files or records no "
+                             f"commit: say which commit made it with --commit")
+        return keep(name, "scienceworld", rounded(result, 6))
     for kind in ("prompted", "checkpoints"):  # their figures, with the command their .md heads
         if (folder / f"{kind}.json").exists() and not (folder / "compare.json").exists():
             if not commit:
@@ -664,6 +671,9 @@ def tables(name: str) -> list:
     result = load(name)
     if result.get("kind") == "runs":
         return [runs_table(result["runs"])]
+    if result.get("kind") == "scienceworld":
+        import scienceworld_table
+        return [scienceworld_table.table(result)]
     if result.get("kind") == "prompted":
         import prompted
         return [prompted.table(result["rows"])] + ([result["partial"]] if "partial" in result

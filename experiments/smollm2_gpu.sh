@@ -86,7 +86,12 @@ print(max(1, min(9, int(fit))))")}
   say "the smoke step passed; $JOBS runs side by side (JOBS=k to choose; an out-of-memory crash resumes with fewer)"
 fi
 [ "$JOBS" -ge 1 ] || { echo "error: JOBS must be at least 1" >&2; exit 1; }
-THREADS=$(( $(nproc) / JOBS > 0 ? $(nproc) / JOBS : 1 ))  # the CPU's cores shared among them
+# the CPU's cores shared among the runs, chosen once and kept: a rerun with fewer JOBS (after
+# an out-of-memory crash) resumes its runs' checkpoints with the --threads they started with
+if [ -z "${DRY_RUN:-}" ] && [ -f "$OUT/threads" ]; then THREADS=$(cat "$OUT/threads"); else
+  THREADS=$(( $(nproc) / JOBS > 0 ? $(nproc) / JOBS : 1 ))
+  [ -n "${DRY_RUN:-}" ] || { mkdir -p "$OUT" && echo "$THREADS" > "$OUT/threads"; }
+fi
 G="$G --threads $THREADS"
 
 say "3. the warm start"

@@ -37,6 +37,8 @@ PARSERS = {  # every script the docs run: the function of it that reads its comm
     "experiments/freetext.py": "parse_args",
     "experiments/prompted.py": "parse_args",
     "experiments/results.py": "parse_args",
+    "experiments/scienceworld_table.py": "parse_args",
+    "examples/science_world.py": "parse_args",
     "examples/smollm2.py": "parse_args",
     "examples/trl_selfguide.py": "parse_config",
     "examples/trl_freetext.py": "parse_config",
@@ -265,6 +267,32 @@ def test_the_gpu_script_runs_only_commands_its_scripts_accept(tmp_path):
     assert pairs == {f"{out}{a}, {how}|{out}{b}, {how}" for how in ("greedy", "sampled")
                      for a, b in [*zip(arms, warm), (arms[1], arms[0]), (arms[2], arms[0]),
                                   (arms[2], arms[1])]}
+
+
+def test_the_scienceworld_gpu_script_runs_only_commands_its_scripts_accept(tmp_path):
+    """experiments/scienceworld_gpu.sh with DRY_RUN=1 and a model named: the install (the
+    simulator's package with it), the smoke step (one iteration, device errors where they
+    happen) before the table, the table's units taking the model and a checkpoint every 10
+    iterations; every command accepted by its script. Without a model: one line."""
+    import subprocess
+    script = str(ROOT / "experiments/scienceworld_gpu.sh")
+    run = subprocess.run(["bash", script], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "DRY_RUN": "1", "MODEL": "runs/models/chat",
+                              "OUT": str(tmp_path / "sw")})
+    assert run.returncode == 0, run.stderr
+    listed = [shlex.split(line) for line in run.stdout.splitlines()]
+    for words in listed:
+        check_command(words)
+    commands = [without_env(words) for words in listed]
+    assert "scienceworld==1.2.3" in commands[0] and listed[1][:2] == ["env", "CUDA_LAUNCH_BLOCKING=1"]
+    assert commands[1][1] == "examples/trl_freetext.py" and "--iterations" in commands[1]
+    table = commands[-1]
+    assert table[1] == "experiments/scienceworld_table.py"
+    settings = shlex.split(table[table.index("--run") + 1])
+    assert settings[settings.index("--model") + 1] == "runs/models/chat" and "--save-every" in settings
+    missing = subprocess.run(["bash", script], capture_output=True, text=True, timeout=60,
+                             env={k: v for k, v in os.environ.items() if k != "MODEL"})
+    assert missing.returncode != 0 and "name the chat model" in missing.stderr
 
 
 def test_the_command_reader_splits_expands_and_finds_what_is_not_accepted():

@@ -1724,3 +1724,40 @@ def test_claim_9_seed_by_seed_orders_the_seeds_and_splits_them_at_the_guides_lea
         "moves' true word, claim 9's difference is above 0 on 2, 0 on 1, below on 0; on the "
         "other 2, above on 0, 0 on 1, below on 1. The prior's success with its guides minus "
         "without is 0 on 2 seeds, 1 of them among the 2 above 0.")
+
+
+# --- ScienceWorld's table (experiments/scienceworld_table.py) ---
+
+def test_the_scienceworld_table_judges_its_registered_claims_on_made_up_figures():
+    """Made-up figures for three seeds: GRPO above ReAct on every seed (shown), the guide's
+    reward no different (not resolved), the prior's two formats paired over four tasks; the
+    rows are means over the seeds, the floor and the ceiling means over their episodes (a
+    failure's -100 counted as 0)."""
+    import scienceworld_table as table
+    def row(success, score, balanced=None):
+        return {"success": success, "score": score, "valid_actions": 0.9,
+                "guide_balanced_accuracy": balanced, "share_positive": None}
+    per_seed = [{"ReAct": row(0.10, 30.0), "ReAct w/ SG": row(0.12, 31.0, 0.5),
+                 "GRPO": row(0.10 + g, 30.0 + 10 * g), "GRPO w/ SG": row(0.15 + g, 35.0, 0.6),
+                 "GRPO w/ SG & GR": row(0.15 + g + d, 35.0, 0.6 + d)}
+                for g, d in [(0.10, 0.01), (0.20, -0.01), (0.15, 0.0)]]
+    episodes = lambda scores: [{"score": s, "success": float(s == 100), "steps": 10}  # noqa: E731
+                               for s in scores]
+    result = {"seeds": [1, 2, 3], "per_seed": per_seed,
+              "baselines": {"random": episodes([0, -100, 25, 0]), "gold": episodes([100] * 4)},
+              "prior_per_task": {"ReAct": {"success": [0, 1, 0, 0], "score": [0, 100, 50, 25]},
+                                 "ReAct w/ SG": {"success": [1, 1, 0, 0],
+                                                 "score": [100, 100, 50, 0]}}}
+    text = table.table(result)
+    assert "| GRPO | 0.250 ± 0.050 | 31.5 ± 0.5 |" in text  # 30 + 10 x (0.1, 0.2, 0.15)
+    assert "| random valid action (the floor) | 0.000 | 6.2 | 10.0 |" in text
+    assert "| gold path (the ceiling) | 1.000 | 100.0 | 10.0 |" in text
+    lines = {line.split(":")[0].strip(): line for line in text.splitlines() if ": " in line}
+    assert lines["S1 GRPO - ReAct, success"].endswith(
+        "+0.150 [+0.026, +0.274], above on 3, below on 0 of 3 seeds: shown")
+    assert lines["S3 GRPO w/ SG & GR - GRPO w/ SG, success"].endswith("of 3 seeds: not resolved")
+    assert lines["S5 ReAct w/ SG - ReAct, success"].endswith(
+        "+0.250 [-0.545, +1.046], above on 1, below on 0 of 4 tasks: not resolved")  # t(3)
+    assert "M5 ReAct w/ SG - ReAct, score: +18.750" in text  # (100 + 0 + 0 - 25) / 4
+    assert lines["G1 the guide's balanced accuracy, GRPO w/ SG & GR - ReAct w/ SG, "
+                 "guide_balanced_accuracy"].split(": ")[1].startswith("+0.100")

@@ -1,0 +1,275 @@
+"""The paper's table on its own benchmark, ScienceWorld, at this scale: ReAct, ReAct w/ SG,
+GRPO, GRPO w/ SG and GRPO w/ SG & GR from one tiny prior (cloned on the train variations of
+the four find-* tasks; it plays the paper's pretrained model, one for every seed), the trained
+rows one run per seed, every row scored on every test variation, between the floor (a random
+valid action) and the ceiling (the gold path).
+
+    python experiments/scienceworld_table.py --seeds 1,2,3,4,5 --out runs/sw            # the table
+    python experiments/scienceworld_table.py --seeds 1,2,3,4,5 --out runs/sw --dry-run  # its commands
+    python experiments/scienceworld_table.py --seeds 800 --mazes tuning --out runs/sw-dev \\
+        --run "--iterations 20"                 # settings tried on the dev variations
+
+Work units, each kept in --out once done (a stopped run resumes at the first missing one; at
+most --parallel at once, one thread each):
+- `baselines.json`: the floor and the ceiling (python examples/science_world.py --out ...);
+- `prior.json`: the prior of --prior-seed cloned (or read from its cache), evaluated greedily
+  without and with its assessment (ReAct, ReAct w/ SG): python experiments/scienceworld_table.py
+  prior --seed <prior seed> ...;
+- `<variant>-<seed>/`: python examples/trl_freetext.py --world scienceworld --model <the
+  prior's folder> --seed <seed> --variant <variant> --no-prior-rows ..., the three trained
+  rows from that prior.
+Then the table (means over the seeds: success, mean score, valid actions, the guide's
+balanced accuracy against the score's change), the paired differences (seeds as pairs, 95%
+t-intervals) and REGISTERED's claims judged by REPORT's standard; scienceworld.json and .md
+in --out (`python experiments/results.py save` keeps them). Needs TRL and ScienceWorld.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(ROOT), str(ROOT / "examples")]
+
+import compare  # noqa: E402  (paired intervals)
+import results  # noqa: E402  (the standard's verdict)
+
+ARMS = {"grpo": "GRPO", "sg": "GRPO w/ SG", "sg_gr": "GRPO w/ SG & GR"}
+PRIOR_ROWS = {"react": "ReAct", "react_sg": "ReAct w/ SG"}
+# The claims, registered before the table ran (REPORT section 15): (name, the row, the row it
+# is paired with, the figure, what the pairs are). Each is "above 0": shown where the whole 95%
+# t-interval of the paired differences lies above 0. The figures are greedy, on the 300 test
+# variations: success (the task done, score 100) and the mean score (a failure counts 0),
+# paired over the seeds (the trained rows' runs; the prior's rows are one for every seed); the
+# prior's two formats, one model, paired over the test variations instead.
+REGISTERED = [(f"{kind}{n} {row} - {other}", row, other, key, over)
+              for kind, key in (("S", "success"), ("M", "score"))
+              for n, row, other, over in [
+                  (1, "GRPO", "ReAct", "seeds"),
+                  (2, "GRPO w/ SG", "GRPO", "seeds"),
+                  (3, "GRPO w/ SG & GR", "GRPO w/ SG", "seeds"),
+                  (4, "GRPO w/ SG & GR", "GRPO", "seeds"),
+                  (5, "ReAct w/ SG", "ReAct", "tasks")]] + [
+    ("G1 the guide's balanced accuracy, GRPO w/ SG & GR - ReAct w/ SG", "GRPO w/ SG & GR",
+     "ReAct w/ SG", "guide_balanced_accuracy", "seeds")]
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", default="1,2,3,4,5", help="comma-separated seeds of the "
+                                                             "trained runs")
+    parser.add_argument("--prior-seed", type=int, default=0, help="the seed the prior is cloned "
+                                                                 "with")
+    parser.add_argument("--out", default="runs/sw", help="folder of the work units")
+    parser.add_argument("--mazes", default="held-out", choices=["held-out", "tuning"],
+                        help="held-out: the test variations (every reported figure); tuning: "
+                             "the dev variations (to choose settings on)")
+    parser.add_argument("--run", default="", help="settings every run and prior takes, as "
+                                                  "trl_freetext.py's flags (quoted)")
+    parser.add_argument("--parallel", type=int, default=2, help="units at once (one thread each)")
+    parser.add_argument("--dry-run", action="store_true", help="print the missing units' "
+                                                               "commands, run nothing")
+    args = parser.parse_args(argv)
+    try:
+        args.seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds takes comma-separated integers, not {args.seeds!r}")
+    if len(set(args.seeds)) != len(args.seeds) or args.parallel < 1:
+        parser.error("--seeds must not repeat a seed, and --parallel must be at least 1")
+    import trl_freetext
+    try:  # every unit's settings, refused here in one line before any work
+        args.prior = trl_freetext.parse_config(
+            ["--world", "scienceworld", "--mazes", args.mazes, "--seed", str(args.prior_seed),
+             *shlex.split(args.run)])
+    except SystemExit:
+        parser.error(f"--run {args.run!r}: trl_freetext.py refuses it (above)")
+    return args
+
+
+def prior_model(args) -> str:
+    """The folder the trained runs start from: --model's, or the cloned prior's cache."""
+    import trl_freetext
+    cfg, ft = args.prior
+    return ft.model or str(trl_freetext.prior_folder(cfg, ft))
+
+
+# --- The work units, as commands anyone can rerun ---
+
+def units(args) -> list:
+    """[(name, its output, the command, the unit it waits for)], in the order they run."""
+    python, world = sys.executable, ["--world", "scienceworld", "--mazes", args.mazes]
+    settings, out = shlex.split(args.run), Path(args.out)
+    split = {"held-out": "test", "tuning": "dev"}[args.mazes]
+    found = [("baselines", out / "baselines.json",
+              [python, "examples/science_world.py", "--split", split, "--out",
+               str(out / "baselines.json")], None)]
+    found.append(("prior", out / "prior.json",
+                  [python, "experiments/scienceworld_table.py", "prior", "--seed",
+                   str(args.prior_seed), "--threads", "1", *world, *settings, "--out",
+                   str(out / "prior.json")], None))
+    trained = [w for i, w in enumerate(settings)  # the prior's folder takes --model's place
+               if w != "--model" and (i == 0 or settings[i - 1] != "--model")]
+    for seed in args.seeds:
+        for variant in ARMS:
+            run = out / f"{variant}-{seed}"
+            found.append((f"{variant}-{seed}", run / "summary.md",
+                          [python, "examples/trl_freetext.py", *world, "--model",
+                           prior_model(args), "--seed", str(seed), "--variant", variant,
+                           "--no-prior-rows", "--threads", "1", *trained, "--out", str(run)],
+                          "prior"))
+    return found
+
+
+def run_units(args):
+    """Run the missing units, at most --parallel at once, a unit after the one it waits for;
+    each one's output in its .log beside it. A failed unit stops the harness in one line."""
+    todo = [u for u in units(args) if not u[1].exists()]
+    if args.dry_run:
+        for _, _, command, _ in todo:
+            print(shlex.join(["python" if w == sys.executable else w for w in command]))
+        return False
+    running, done = {}, {name for name, output, _, _ in units(args) if output.exists()}
+    while todo or running:
+        for name, process in list(running.items()):
+            if process.poll() is None:
+                continue
+            del running[name]
+            if process.returncode:
+                for other in running.values():
+                    other.terminate()
+                raise SystemExit(f"error: unit {name} failed (exit {process.returncode}); its "
+                                 f"output: {Path(args.out) / (name + '.log')}")
+            done.add(name)
+            print(f"{time.strftime('%H:%M:%S')} done: {name}", flush=True)
+        ready = [u for u in todo if u[3] is None or u[3] in done]
+        while ready and len(running) < args.parallel:
+            name, _, command, _ = ready.pop(0)
+            todo.remove(next(u for u in todo if u[0] == name))
+            log = Path(args.out) / f"{name}.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            print(f"{time.strftime('%H:%M:%S')} start: {shlex.join(command[1:])}", flush=True)
+            running[name] = subprocess.Popen(command, cwd=ROOT, stdout=open(log, "w"),
+                                             stderr=subprocess.STDOUT)
+        time.sleep(5)
+    return True
+
+
+def prior_unit(argv=None):
+    """`prior`: a seed's prior, cloned (cached) and evaluated greedily on --mazes without and
+    with its assessment; its metrics, and its cloning's record, written to --out as JSON."""
+    import trl_freetext as freetext
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    own, rest = parser.parse_known_args(argv)
+    cfg, ft = freetext.parse_config(rest)
+    freetext.science_world.check_installed()
+    freetext.sg.seed_everything(cfg.seed)
+    if cfg.threads:
+        freetext.torch.set_num_threads(cfg.threads)
+    device, start = freetext.sg.pick_device(cfg.device), time.perf_counter()
+    folder = freetext.model_folder(ft.model) or freetext.load_or_clone_prior(cfg, ft, device)
+    cloned = time.perf_counter() - start
+    model, tokenizer = freetext.load_model(folder, device)
+    rows, seeds = {}, freetext.maze_seeds(ft.mazes, cfg.eval_tasks)
+    for key, guided in (("react", False), ("react_sg", True)):
+        start = time.perf_counter()  # evaluate's play, with each episode's outcome kept
+        batch = freetext.concat_episodes([
+            freetext.play(model, tokenizer, seeds[i:i + ft.eval_batch], guided, cfg, ft, 0,
+                          greedy=True) for i in range(0, len(seeds), ft.eval_batch)])
+        rows[key] = {**freetext.sg.episode_metrics(batch.steps), **freetext.shares(batch),
+                     "seconds": time.perf_counter() - start,
+                     "per_task": {"success": (batch.scores >= 100).float().tolist(),
+                                  "score": batch.scores.clamp(min=0).tolist()}}
+        print(f"{PRIOR_ROWS[key]}: {freetext.describe(rows[key])}", flush=True)
+    record = Path(folder) / "stage0.json"  # the tiny prior's cloning (a chat model has none)
+    stage0 = json.loads(record.read_text()) if record.exists() else None
+    freetext.sg.write_atomic(Path(own.out), json.dumps(
+        {"seed": cfg.seed, "prior": str(folder), "stage0": stage0, "clone_seconds": cloned,
+         **rows}))
+
+
+# --- The table ---
+
+FIGURES = [("success", "success", 3), ("score", "mean score", 1),
+           ("valid_actions", "valid actions", 3), ("guide_balanced_accuracy",
+                                                   "guide bal. acc.", 3),
+           ("share_positive", "positive guides", 2)]
+
+
+def gather(out: Path, seeds: list) -> dict:
+    """The units' figures: {"baselines": {...}, "per_seed": [{row: metrics}]} with each
+    trained row's final evaluation and its training minutes."""
+    import plots
+    per_seed, prior = [], json.loads((out / "prior.json").read_text())
+    per_task = {name: prior[key].pop("per_task") for key, name in PRIOR_ROWS.items()}
+    for seed in seeds:
+        rows = {name: prior[key] for key, name in PRIOR_ROWS.items()}
+        for variant, name in ARMS.items():
+            records = plots.read_log(out / f"{variant}-{seed}" / "log.jsonl")
+            rows[name] = {**records[-1]["eval"], "training_minutes": sum(
+                r["generation_seconds"] + r.get("scoring_seconds", 0.0) + r["update_seconds"]
+                for r in records) / 60,
+                "rollout_success": sum(r["success"] for r in records) / len(records)}
+        per_seed.append(rows)
+    return {"baselines": json.loads((out / "baselines.json").read_text()), "per_seed": per_seed,
+            "prior_per_task": per_task, "stage0": prior["stage0"]}
+
+
+def table(result: dict) -> str:
+    """The rows (mean ± std over the seeds), the floor and the ceiling, then the paired
+    differences and the registered claims' verdicts."""
+    import science_world
+    per_seed, base = result["per_seed"], result["baselines"]
+    head = "| row | " + " | ".join(title for _, title, _ in FIGURES) + " |"
+    lines = [head, "|---" * (len(FIGURES) + 1) + "|"]
+    floor = science_world.mean_row("random valid action (the floor)", base["random"])
+    ceiling = science_world.mean_row("gold path (the ceiling)", base["gold"])
+    for name in list(PRIOR_ROWS.values()) + list(ARMS.values()):
+        lines.append(f"| {name} | " + " | ".join(
+            results.cell([seed[name].get(key) for seed in per_seed], digits)
+            for key, _, digits in FIGURES) + " |")
+    lines += ["", "| baseline | success | mean score | steps |", "|---|---|---|---|", floor,
+              ceiling]
+    text = ["", f"the registered claims (REPORT section 15), each above 0: paired differences, "
+                f"mean [95% t-interval], over seeds {', '.join(map(str, result['seeds']))} or "
+                f"over the {len(result['prior_per_task']['ReAct']['success'])} tasks:"]
+    for name, row, other, key, over in REGISTERED:
+        if over == "seeds":
+            differences = [seed[row][key] - seed[other][key] for seed in per_seed]
+        else:
+            mine, theirs = (result["prior_per_task"][r][key] for r in (row, other))
+            differences = [a - b for a, b in zip(mine, theirs)]
+        text.append(f"  {name}, {key}: {compare.interval_text(differences)}, above on "
+                    f"{sum(d > 0 for d in differences)}, below on "
+                    f"{sum(d < 0 for d in differences)} of {len(differences)} {over}: "
+                    f"{results.verdict(differences)}")
+    return "\n".join(lines + text)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["prior"]:
+        return prior_unit(argv[1:])
+    args = parse_args(argv)
+    import science_world
+    science_world.check_installed()
+    if not run_units(args):
+        return None
+    out = Path(args.out)
+    result = {"kind": "scienceworld", "command": compare.command_line("scienceworld_table.py", argv),
+              "commit": compare.source_commit(),
+              "seeds": args.seeds, **gather(out, args.seeds)}
+    text = table(result)
+    (out / "scienceworld.json").write_text(json.dumps(result))
+    (out / "scienceworld.md").write_text(f"Command: {result['command']}\n\n{text}\n")
+    print(text)
+    return text
+
+
+if __name__ == "__main__":
+    main()
