@@ -221,8 +221,8 @@ def gather(out: Path, seeds: list) -> dict:
 
 
 def table(result: dict) -> str:
-    """The rows (mean ± std over the seeds), the floor and the ceiling, then the paired
-    differences and the registered claims' verdicts."""
+    """The rows (mean ± std over the seeds), the floor and the ceiling, each seed's trained
+    rows (success / mean score), then the registered claims' paired differences and verdicts."""
     import science_world
     per_seed, base = result["per_seed"], result["baselines"]
     head = "| row | " + " | ".join(title for _, title, _ in FIGURES) + " |"
@@ -234,7 +234,12 @@ def table(result: dict) -> str:
             results.cell([seed[name].get(key) for seed in per_seed], digits)
             for key, _, digits in FIGURES) + " |")
     lines += ["", "| baseline | success | mean score | steps |", "|---|---|---|---|", floor,
-              ceiling]
+              ceiling, "", "| seed | " + " | ".join(ARMS.values()) + " |",
+              "|---" * (len(ARMS) + 1) + "|"]
+    for seed, rows in zip(result["seeds"], per_seed):  # what one seed's command prints
+        lines.append(f"| {seed} | " + " | ".join(
+            f"{rows[name]['success']:.3f} / {rows[name]['score']:.1f}" for name in ARMS.values())
+            + " |")
     text = ["", f"the registered claims (REPORT section 15), each above 0: paired differences, "
                 f"mean [95% t-interval], over seeds {', '.join(map(str, result['seeds']))} or "
                 f"over the {len(result['prior_per_task']['ReAct']['success'])} tasks:"]

@@ -1752,6 +1752,7 @@ def test_the_scienceworld_table_judges_its_registered_claims_on_made_up_figures(
     assert "| GRPO | 0.250 ± 0.050 | 31.5 ± 0.5 |" in text  # 30 + 10 x (0.1, 0.2, 0.15)
     assert "| random valid action (the floor) | 0.000 | 6.2 | 10.0 |" in text
     assert "| gold path (the ceiling) | 1.000 | 100.0 | 10.0 |" in text
+    assert "| 1 | 0.200 / 31.0 | 0.250 / 35.0 | 0.260 / 35.0 |" in text  # seed 1's rows
     lines = {line.split(":")[0].strip(): line for line in text.splitlines() if ": " in line}
     assert lines["S1 GRPO - ReAct, success"].endswith(
         "+0.150 [+0.026, +0.274], above on 3, below on 0 of 3 seeds: shown")
