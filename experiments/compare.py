@@ -451,6 +451,25 @@ def interval_text(differences) -> str:
     return f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]"
 
 
+def cell(values, digits: int = 3) -> str:
+    """Mean ± std over the seeds where defined; '-' where no seed has the figure."""
+    mean, spread = mean_and_spread(values)
+    return "-" if mean != mean else f"{mean:.{digits}f} ± {spread:.{digits}f}"
+
+
+def verdict(differences, threshold: float = 0.0, margin: float | None = None) -> str:
+    """REPORT's standard for a claim "above `threshold`": shown (the whole 95% interval above
+    it), not shown (below), not resolved (it holds the threshold); with a margin declared
+    first, whether the interval also lies inside +-margin (equivalent)."""
+    mean, half = paired_interval(differences)
+    said = ("shown" if mean - half > threshold else "not shown" if mean + half < threshold
+            else "not resolved")
+    if margin is not None:
+        said += "; equivalent" if -margin < mean - half and mean + half < margin else \
+            "; not equivalent"
+    return said
+
+
 def compare_table(per_seed: list[dict], baselines=("GRPO", "GRPO w/ SG")) -> str:
     """The paper's table on the toy: mean +- sample std over seeds, and each row's paired
     difference in success to each baseline row (same seed, same prior), mean [95%

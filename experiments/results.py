@@ -31,6 +31,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
 
 import compare  # noqa: E402
+from compare import cell, verdict  # noqa: E402  (the standard, beside its interval)
 import plots  # noqa: E402  (its log reader; matplotlib only when a figure is drawn)
 
 import selfguide as sg  # noqa: E402
@@ -259,12 +260,6 @@ def save(folder: str, name: str, commit: str | None = None) -> Path:
     return keep(name, "compare", compact(result))
 
 
-def cell(values, digits: int = 3) -> str:
-    """Mean ± std over the seeds where defined; '-' where no seed has the figure."""
-    mean, spread = compare.mean_and_spread(values)
-    return "-" if mean != mean else f"{mean:.{digits}f} ± {spread:.{digits}f}"
-
-
 def paired_table(per_seed: list, rows: list, columns: list) -> str:
     """A Markdown table, a line per row: each column (metric, label, baseline row or None) is
     the metric's mean ± std over the seeds, or its paired difference to the baseline row,
@@ -338,19 +333,6 @@ def default_table(per_seed: list, seeds=None) -> str:  # (seeds: unused)
         ("probe_guide_true_prob_progress", "vs the prior [95% CI]", "ReAct w/ SG"),
         ("share_positive", "\"positive\", own rollouts", None),
         ("train_target_accuracy", "hindsight target = truth, in training", None)])
-
-
-def verdict(differences, threshold: float = 0.0, margin: float | None = None) -> str:
-    """REPORT's standard for a claim "above `threshold`": shown (the whole 95% interval above
-    it), not shown (below), not resolved (it holds the threshold); with a margin declared
-    first, whether the interval also lies inside +-margin (equivalent)."""
-    mean, half = compare.paired_interval(differences)
-    said = ("shown" if mean - half > threshold else "not shown" if mean + half < threshold
-            else "not resolved")
-    if margin is not None:
-        said += "; equivalent" if -margin < mean - half and mean + half < margin else \
-            "; not equivalent"
-    return said
 
 
 def fisher_interval(xs, ys) -> tuple:

@@ -37,7 +37,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(ROOT), str(ROOT / "examples")]
 
 import compare  # noqa: E402  (paired intervals)
-import results  # noqa: E402  (the standard's verdict)
 
 ARMS = {"grpo": "GRPO", "sg": "GRPO w/ SG", "sg_gr": "GRPO w/ SG & GR"}
 PRIOR_ROWS = {"react": "ReAct", "react_sg": "ReAct w/ SG"}
@@ -231,7 +230,7 @@ def table(result: dict) -> str:
     ceiling = science_world.mean_row("gold path (the ceiling)", base["gold"])
     for name in list(PRIOR_ROWS.values()) + list(ARMS.values()):
         lines.append(f"| {name} | " + " | ".join(
-            results.cell([seed[name].get(key) for seed in per_seed], digits)
+            compare.cell([seed[name].get(key) for seed in per_seed], digits)
             for key, _, digits in FIGURES) + " |")
     lines += ["", "| baseline | success | mean score | steps |", "|---|---|---|---|", floor,
               ceiling, "", "| seed | " + " | ".join(ARMS.values()) + " |",
@@ -252,7 +251,7 @@ def table(result: dict) -> str:
         text.append(f"  {name}, {key}: {compare.interval_text(differences)}, above on "
                     f"{sum(d > 0 for d in differences)}, below on "
                     f"{sum(d < 0 for d in differences)} of {len(differences)} {over}: "
-                    f"{results.verdict(differences)}")
+                    f"{compare.verdict(differences)}")
     return "\n".join(lines + text)
 
 
