@@ -1027,10 +1027,14 @@ def prior_key(cfg: Config) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def load_or_train_prior(cfg: Config, device):  # from the cache if there
+def load_or_train_prior(cfg: Config, device):  # from the cache if there and whole
     folder = Path(cfg.prior_cache) / f"prior-{prior_key(cfg)}"
     if folder.exists():
-        return load_policy(folder, cfg, device)
+        try:
+            return load_policy(folder, cfg, device)
+        except (Exception, SystemExit) as error:  # cut by a full disk, a copy, a crash
+            tqdm.write(f"the cached prior {folder} cannot be read ({error}): cloned again")
+            shutil.rmtree(folder, ignore_errors=True)
     start = time.perf_counter()
     policy, losses = train_prior(cfg, device)
     tqdm.write(f"Stage 0 prior: {cfg.prior_episodes} demonstrations, cloned (both formats) in "

@@ -165,6 +165,21 @@ def test_prior_is_cached_by_its_settings(tmp_path, monkeypatch):
     assert sg.prior_key(cfg) != sg.prior_key(tiny_config(prior_cache=str(tmp_path), seed=1))
 
 
+def test_a_cached_prior_cut_short_is_cloned_again_not_a_traceback(tmp_path, capsys):
+    """A cache entry renamed into place whole can still be cut (a full disk, a copy, a crash
+    before the data reached the disk): the next run says so in one line and clones it again."""
+    cfg = tiny_config(prior_cache=str(tmp_path), prior_episodes=8)
+    first = sg.load_or_train_prior(cfg, "cpu")
+    weights = tmp_path / f"prior-{sg.prior_key(cfg)}" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:weights.stat().st_size // 2])
+    again = sg.load_or_train_prior(cfg, "cpu")
+    assert "cannot be read" in capsys.readouterr().out
+    assert same_weights(first, again)  # the same settings clone the same prior
+    assert same_weights(sg.load_policy(weights.parent, cfg, "cpu"), first)  # whole again
+    (weights.parent / "config.json").write_text("{")  # a cut config: the same
+    assert same_weights(sg.load_or_train_prior(cfg, "cpu"), first)
+
+
 def test_a_kill_between_writing_and_renaming_leaves_no_half_written_prior(tmp_path, monkeypatch):
     cfg = tiny_config(prior_cache=str(tmp_path), prior_episodes=8)
     folder = tmp_path / f"prior-{sg.prior_key(cfg)}"
