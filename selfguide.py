@@ -149,12 +149,19 @@ class Config:
     def guided(self) -> bool:  # does the agent write a guide before each action?
         return self.variant != "grpo"
 
-    # The seams: experiments/research.py's Config subclass overrides these three to run the
-    # report's variants: the maze every episode is played in (and its demonstrator); whether
-    # to stop cloning after this update; an iteration's advantages.
+    # The seams: experiments/research.py's Config subclass overrides these four to run the
+    # report's variants (the method never reads a research setting): the maze every episode is
+    # played in (and its demonstrator); the settings Stage 0's cache is keyed by; whether to
+    # stop cloning after this update; an iteration's advantages (given the run's TrainState,
+    # on which an experiment keeps what it carries from one iteration to the next).
     def make_env(self) -> GridWorld:
         return GridWorld(self.size, self.wall_prob, self.min_distance, self.max_steps,
                          cue=self.cue)
+
+    def prior_settings(self) -> dict:
+        return {name: getattr(self, name) for name in [
+            "size", "wall_prob", "min_distance", "max_steps", "cue", "cue_noise", "n_layer",
+            "n_embd", "n_head", "prior_episodes", "prior_epochs", "prior_batch", "prior_lr", "seed"]}
 
     def cloned_enough(self, policy, updates: int) -> bool:  # no: --prior-epochs decide
         return False
@@ -541,8 +548,6 @@ class Rollouts:
     env_return: torch.Tensor     # (N,) R_env: 1.0 on success
     steps: torch.Tensor          # (N,) moves taken
     optimal: torch.Tensor        # (N,) shortest path at the start
-    mazes: torch.Tensor          # (N,) the maze each episode is played in (GridWorld.maze)
-    guide_probs: torch.Tensor | None = None  # (N, T, 3) z_t's distribution at temperature 1
 
 
 @torch.no_grad()  # playing needs no gradients; the update recomputes what it trains
@@ -562,7 +567,6 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
     previous_truth, active = [-1] * n, torch.tensor(running, device=device)
     guides, truths, cells = (torch.full((n, horizon), -1, dtype=torch.long, device=device)
                              for _ in range(3))
-    guide_probs = torch.zeros((n, horizon, len(GUIDES)), device=device)
     blocks = []  # (tokens, slots, logprobs), each (n, k), in stream order
     cache = DynamicCache(config=policy.config)
 
@@ -591,8 +595,6 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
             logits = writable_logits(policy, pending, cache)[:, -1]                # (n, W)
             guide, logp = sample(logits, SLOT_GUIDE, cfg.guide_temperature)
             guides[:, t] = torch.where(active, guide, -1)  # writable indices 0-2 are GUIDES
-            guide_probs[:, t] = torch.where(active[:, None],
-                                            logits[:, :len(GUIDES)].softmax(-1), 0.0)
             pending = torch.where(active, word_ids[guide], PAD)[:, None]
             write(pending, SLOT_GUIDE, logp[:, None])
         # a_t ~ pi(. | h_{t-1}, o_t, z_t)
@@ -614,21 +616,15 @@ def rollout(policy, task_seeds, guided: bool, cfg: Config, generator=None,
         active = torch.tensor(running, device=device)
     tokens, slots, logprobs = (torch.cat(parts, 1) for parts in zip(*blocks))
     return Rollouts(tokens, slots, logprobs, guides, truths, cells,
-                    *(torch.tensor(v, device=device) for v in (env_return, steps, optimal,
-                                                                [env.maze for env in envs])),
-                    guide_probs)
+                    *(torch.tensor(v, device=device) for v in (env_return, steps, optimal)))
 
 
 # --- GRPO: one iteration's advantages (--credit and --guide-advantage combine the above) ---
-def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: int,
-                         rewards=None, guide_advantage=None):
+def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: int):
     """r_t, R and each token's advantage under --credit and --guide-advantage: (N, L), (N,).
-    The random control draws from a generator seeded by seed x 10^6 + iteration. rewards and
-    guide_advantage (N, T), if given, replace r_t and the guides' advantage (experiments/)."""
-    if rewards is None:
-        control = torch.Generator(device=batch.guides.device).manual_seed(
-            cfg.seed * 10**6 + iteration)
-        rewards = step_rewards(batch.guides, batch.truths, cfg.internal_reward, control)  # (N, T)
+    The random control draws from a generator seeded by seed x 10^6 + iteration."""
+    control = torch.Generator(device=batch.guides.device).manual_seed(cfg.seed * 10**6 + iteration)
+    rewards = step_rewards(batch.guides, batch.truths, cfg.internal_reward, control)  # (N, T)
     if cfg.internal_return == "mean":
         rewards = length_neutral(rewards, batch.steps)
     returns, _ = composite_return(batch.env_return, rewards, trust)
@@ -642,10 +638,10 @@ def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: 
     else:
         action_advantage = group_advantages(returns.view(grouped), scale=scale).flatten() \
             [:, None].expand(-1, horizon)                                                  # (N, T)
-    if guide_advantage is None and cfg.guide_advantage == "composite":  # the paper: as actions
+    if cfg.guide_advantage == "composite":  # the paper: as the actions
         guide_advantage = (step_credit(env_advantage, rewards, trust, cfg.group_size, scale,
                                        own=True) if cfg.credit == "step" else action_advantage)
-    elif guide_advantage is None:  # env, a guard: a guide is never paid for the reward it grants
+    else:  # env, a guard: a guide is never paid for the reward it grants
         guide_advantage = env_advantage[:, None].expand(-1, horizon)
     return per_token(batch.slots, action_advantage, guide_advantage), returns
 
@@ -705,21 +701,14 @@ def episode_metrics(rollouts: Rollouts) -> dict:  # success, steps, loops, the g
         metrics[f"share_{name}"] = (count / counts.sum()).item()
     judged = written & (rollouts.truths >= 0)
     truth, correct = rollouts.truths[judged], rollouts.guides[judged] == rollouts.truths[judged]
-    recall = {GUIDES[c]: correct[truth == c].float().mean().item() for c in range(3)
-              if (truth == c).any()}
-    metrics["guide_accuracy"] = correct.float().mean().item() if judged.any() else None
-    metrics["guide_balanced_accuracy"] = sum(recall.values()) / len(recall) if recall else None
-    moved = [recall[g] for g in ("positive", "negative") if g in recall]  # bumps are rare
-    metrics["guide_progress_accuracy"] = sum(moved) / len(moved) if moved else None
+    recall = [correct[truth == c].float().mean().item() for c in range(3) if (truth == c).any()]
+    metrics["guide_balanced_accuracy"] = sum(recall) / len(recall) if recall else None
     return metrics
 
 
 def rollout_log(batch: Rollouts, returns, cfg: Config) -> dict:  # the log line's training figures
     grouped = (-1, cfg.group_size)
-    guide_rewards = step_rewards(batch.guides, batch.truths)  # g(z_t), logged whatever R used
-    return {**episode_metrics(batch), "env_return": batch.env_return.mean().item(),
-            "internal_return_sum": guide_rewards.sum(1).mean().item(),
-            "internal_return_mean": (guide_rewards.sum(1) / batch.steps).mean().item(),
+    return {**episode_metrics(batch),
             "zero_variance_groups": zero_variance(returns.view(grouped)).float().mean().item(),
             "env_zero_variance_groups":
                 zero_variance(batch.env_return.view(grouped)).float().mean().item()}
@@ -731,7 +720,7 @@ def concat_rollouts(parts) -> Rollouts:  # one batch, streams right-padded with 
         tensors = [getattr(p, f.name) for p in parts]
         if f.name in ("tokens", "slots", "logprobs"):
             tensors = [F.pad(t, (0, width - t.shape[1])) for t in tensors]
-        merged[f.name] = None if tensors[0] is None else torch.cat(tensors)  # None: unrecorded
+        merged[f.name] = torch.cat(tensors)
     return Rollouts(**merged)
 
 
@@ -773,7 +762,6 @@ class TrainState:
     shuffler: torch.Generator       # orders the minibatches
     iteration: int = 0              # iterations done
     records: list = dataclasses.field(default_factory=list)  # one per iteration: the log
-    carry: dict = dataclasses.field(default_factory=dict)    # an experiment's (Config.advantages)
 
 
 def new_train_state(policy, cfg: Config) -> TrainState:
@@ -783,10 +771,9 @@ def new_train_state(policy, cfg: Config) -> TrainState:
                       torch.Generator().manual_seed(cfg.seed))
 
 
-def grpo_iteration(policy, reference, cfg: Config, state: TrainState, hook=None) -> dict:
+def grpo_iteration(policy, reference, cfg: Config, state: TrainState) -> dict:
     """One GRPO iteration, its steps in order; returns its log line (and keeps it). reference:
-    the frozen prior. hook(record, rollouts, token_advantages, state, held_out or None), if
-    given, adds what an experiment derives (experiments/probe.py's observer)."""
+    the frozen prior."""
     iteration = state.iteration + 1
     trust = trust_at(cfg, iteration)                                            # lambda(u)
     # 1. rollouts: G episodes of each sampled task; at every step a guide, then an action
@@ -806,16 +793,8 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState, hook=None)
     # 4. the update: clipped minibatch passes over the rollouts
     update = grpo_update(policy, state.optimizer, batch, token_advantages, reference_logprobs,
                          kl_weights, cfg, state.shuffler)
-    # 5. the log line, and every --eval-every iterations (and at the last) a held-out evaluation
+    # 5. the log line
     record = {"iteration": iteration, "trust": trust, **rollout_log(batch, returns, cfg), **update}
-    held_out = None
-    if iteration % cfg.eval_every == 0 or iteration == cfg.iterations:
-        held_out = play_held_out(policy, cfg, cfg.guided)
-        record["eval"] = episode_metrics(held_out)
-        tqdm.write(f"{cfg.variant} seed {cfg.seed} iter {iteration:4d}  lambda {trust:.2f}  "
-                   f"held-out {format_metrics(record['eval'])}")
-    if hook is not None:
-        hook(record, batch, token_advantages, state, held_out)
     state.records.append(record)
     state.iteration = iteration
     return record
@@ -827,6 +806,10 @@ def train(policy, reference, cfg: Config, log_file=None) -> list[dict]:
     bar = tqdm(range(cfg.iterations), desc=f"GRPO {cfg.variant} seed {cfg.seed}", leave=False)
     for _ in bar:
         record = grpo_iteration(policy, reference, cfg, state)
+        if record["iteration"] % cfg.eval_every == 0 or record["iteration"] == cfg.iterations:
+            record["eval"] = evaluate(policy, cfg, cfg.guided)  # and at the last iteration
+            tqdm.write(f"{cfg.variant} seed {cfg.seed} iter {record['iteration']:4d}  lambda "
+                       f"{record['trust']:.2f}  held-out {format_metrics(record['eval'])}")
         bar.set_postfix(success=f"{record['success']:.2f}", trust=f"{record['trust']:.2f}")
         if log_file is not None:
             log_file.write(json.dumps(record) + "\n")
@@ -893,18 +876,17 @@ def check_config(cfg: Config):  # a ValueError, one clear line, for a setting th
     cfg.make_env()  # the environment's own checks, with its own messages
 
 
-def add_settings(parser, settings):  # a --flag per field; and --paper-faithful
+def add_settings(parser, settings):  # a --flag per field of the dataclass `settings`
     for f in dataclasses.fields(settings):
         kind = ({"action": argparse.BooleanOptionalAction} if isinstance(f.default, bool)
                 else {"type": type(f.default), "choices": f.metadata["choices"]})
         parser.add_argument("--" + flag(f.name), default=f.default, help=f.metadata["help"], **kind)
-    if issubclass(settings, Config):
-        parser.add_argument("--paper-faithful", action="store_true", help="the paper's objective, "
-                            "departures 2, 5 and 7 taken back: " + ", ".join(
-                                f"--{flag(k)} {v}" for k, v in PAPER_FAITHFUL.items()))
 
 
-def parse_settings(parser, argv=None) -> dict:  # the values; --paper-faithful's as defaults
+def parse_settings(parser, argv=None) -> dict:  # Config's values, --paper-faithful's as defaults
+    parser.add_argument("--paper-faithful", action="store_true", help="the paper's objective, "
+                        "departures 2, 5 and 7 taken back: " + ", ".join(
+                            f"--{flag(k)} {v}" for k, v in PAPER_FAITHFUL.items()))
     values = vars(parser.parse_args(argv))
     if values.pop("paper_faithful"):
         parser.set_defaults(**PAPER_FAITHFUL)
@@ -913,12 +895,12 @@ def parse_settings(parser, argv=None) -> dict:  # the values; --paper-faithful's
     return values
 
 
-def parse_config(argv=None, settings=Config) -> Config:  # as `settings`: Config or a subclass
+def parse_config(argv=None) -> Config:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    add_settings(parser, settings)
+    add_settings(parser, Config)
     try:
-        return settings(**parse_settings(parser, argv))
+        return Config(**parse_settings(parser, argv))
     except ValueError as error:
         parser.error(str(error))  # exits with a usage line, never a traceback
 
@@ -1014,16 +996,8 @@ def train_prior(cfg: Config, device):
     return policy.eval(), losses
 
 
-def prior_key(cfg: Config) -> str:
-    """The method's settings a prior depends on, and a subclass's own that left its default."""
-    names = ["size", "wall_prob", "min_distance", "max_steps", "cue", "cue_noise", "n_layer",
-             "n_embd", "n_head", "prior_episodes", "prior_epochs", "prior_batch", "prior_lr",
-             "seed"]
-    method = {f.name for f in dataclasses.fields(Config)}
-    names += [f.name for f in dataclasses.fields(cfg)
-              if f.name not in method and getattr(cfg, f.name) != f.default]
-    text = json.dumps({"words": vocab_size(cfg), **{n: getattr(cfg, n) for n in names}},
-                      sort_keys=True)
+def prior_key(cfg: Config) -> str:  # 12 hex digits of the settings a prior depends on
+    text = json.dumps({"words": vocab_size(cfg), **cfg.prior_settings()}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -1125,8 +1099,11 @@ def stop_like_ctrl_c(signum, frame):  # SIGTERM stops a run as Ctrl-C does: the 
     raise KeyboardInterrupt
 
 
-def main(argv=None, settings=Config):
-    cfg = parse_config(argv, settings)
+def main(argv=None):
+    return run(parse_config(argv))
+
+
+def run(cfg: Config):  # one run of these settings: every path checked first, then the work
     check_transformers(transformers.__version__)
     device, out = pick_device(cfg.device), Path(cfg.out or f"runs/{cfg.variant}-seed{cfg.seed}")
     if cfg.init_from:  # every path is checked before any work: a wrong one fails in a second

@@ -725,8 +725,7 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
     optimal = torch.tensor([info["optimal_steps"] for _, info in resets])
     return Episodes(prompt, transcripts, unreadable, unparseable, sg.Rollouts(
         torch.zeros_like(slots), slots, torch.zeros(slots.shape), guides, truths, cells,
-        torch.tensor(env_return), taken, optimal, torch.tensor([env.maze for env in envs])),
-        capped)
+        torch.tensor(env_return), taken, optimal), capped)
 
 
 def spread_advantages(episodes: Episodes, advantages: torch.Tensor, rows) -> list:

@@ -36,6 +36,7 @@ import torch  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 import compare  # noqa: E402
+import research  # noqa: E402
 import selfguide as sg  # noqa: E402
 import trl_freetext as freetext  # noqa: E402
 
@@ -76,8 +77,8 @@ def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool, draws: int =
              for d, i in tqdm(batches, desc=f"{play}: batches of {BATCH} mazes", leave=False)]
     episodes = freetext.concat_episodes(parts)
     reached = (episodes.steps.env_return > 0).float().view(draws, len(seeds))   # (draws, mazes)
-    return {**sg.episode_metrics(episodes.steps), **freetext.shares(episodes),
-            "per_maze": reached.mean(0).tolist()}
+    return {**sg.episode_metrics(episodes.steps), **research.guide_accuracies(episodes.steps),
+            **freetext.shares(episodes), "per_maze": reached.mean(0).tolist()}
 
 
 def uniform_walk(cfg, first: int) -> dict:
