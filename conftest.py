@@ -56,7 +56,7 @@ def two_hand_built_episodes() -> sg.Rollouts:
         truths=torch.tensor([[-1, 0, 0], [-1, 2, -1]]),
         cells=torch.tensor([[0, 1, 0], [0, 1, -1]]),  # episode 0's last judged move loops
         env_return=torch.tensor([1.0, 0.0]), steps=torch.tensor([3, 2]),
-        optimal=torch.tensor([2, 2]), mazes=torch.zeros(2, dtype=torch.long))
+        optimal=torch.tensor([2, 2]))
 
 
 def fake_episodes(freetext, count: int, guided: bool, successes=None):
@@ -73,7 +73,7 @@ def fake_episodes(freetext, count: int, guided: bool, successes=None):
 def first_rollouts(policy, cfg: sg.Config):
     """The training rollouts of a run's first iteration from `policy`, replayed: the tasks and
     draws grpo_iteration makes from a new train state. Returns (rollouts, the replay's train
-    state), whose `carry` research.Config.advantages fills as the iteration's would."""
+    state), on which research.Config.advantages keeps what it carries as the iteration's would."""
     replay = sg.new_train_state(policy, cfg)  # its optimizer is never stepped
     seeds = [replay.tasks.randrange(sg.TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
     return sg.rollout(policy, [s for s in seeds for _ in range(cfg.group_size)], cfg.guided, cfg,

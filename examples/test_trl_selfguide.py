@@ -16,8 +16,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import selfguide as sg  # noqa: E402
-from conftest import (TINY_ARGS, launch, require_trl, same_update, tiny_config,  # noqa: E402
-                      tiny_policy)
+from conftest import (TINY_ARGS, first_rollouts, launch, require_trl, same_update,  # noqa: E402
+                      tiny_config, tiny_policy)
 
 
 def load_bridge():
@@ -274,10 +274,8 @@ def test_the_rescale_to_the_whole_minibatch_follows_the_loss_trl_computes(shared
 
 # what selfguide.py's record of an iteration holds and the bridge's does not: its update's
 # figures (approx_kl, clip_fraction, kl_ref: TRL logs its own, trl/kl, trl/clip_ratio/...);
-# figures the bridge does not compute (the internal return's sum, the groups whose R_env is
-# all alike); and two returns the bridge logs as TRL's reward columns (compared there)
-NOT_IN_THE_BRIDGES_RECORD = {"approx_kl", "clip_fraction", "kl_ref", "internal_return_sum",
-                             "env_zero_variance_groups", "env_return", "internal_return_mean"}
+# and a figure the bridge does not compute (the groups whose R_env is all alike)
+NOT_IN_THE_BRIDGES_RECORD = {"approx_kl", "clip_fraction", "kl_ref", "env_zero_variance_groups"}
 
 
 def test_trl_bridge_trains_with_selfguides_schedule_tasks_and_sampling(tmp_path, capsys):
@@ -303,13 +301,16 @@ def test_trl_bridge_trains_with_selfguides_schedule_tasks_and_sampling(tmp_path,
     # named, not intersected: a figure the bridge stopped logging fails here, not drops out
     assert set(first) - set(records[0]) == NOT_IN_THE_BRIDGES_RECORD
     shared = set(first) - NOT_IN_THE_BRIDGES_RECORD
-    assert {"revisits", "share_neutral", "looping_episodes", "guide_progress_accuracy",
+    assert {"revisits", "share_neutral", "looping_episodes", "guide_balanced_accuracy",
             "zero_variance_groups"} <= shared  # the episodes' figures, not only their outcome
     assert {k: records[0][k] for k in shared} == {k: first[k] for k in shared}
-    # the returns, as TRL's reward columns (its float32 means of the per-episode values)
-    assert records[0]["trl/rewards/success_reward/mean"] == pytest.approx(first["env_return"])
+    # the returns, as TRL's reward columns (its float32 means of the per-episode values): R_env
+    # (in {0, 1}: its mean is the success), and the mean g(z_t) of the same episodes, replayed
+    assert records[0]["trl/rewards/success_reward/mean"] == pytest.approx(first["success"])
+    batch = first_rollouts(prior, cfg)[0]
+    guide_return = sg.step_rewards(batch.guides, batch.truths).sum(1) / batch.steps
     assert records[0]["trl/rewards/guide_reward/mean"] == pytest.approx(
-        first["internal_return_mean"], rel=1e-6)
+        guide_return.mean().item(), rel=1e-6)
     from transformers import AutoModelForCausalLM
     saved = AutoModelForCausalLM.from_pretrained(tmp_path / "trl")  # the trained policy, whole:
     assert sg.evaluate(saved, cfg, True) == records[-1]["eval"]   # it scores its last evaluation

@@ -853,7 +853,7 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
     optimal = torch.tensor([info["optimal"] for _, info in resets])
     return Episodes(prompt, transcripts, unreadable, unparseable, sg.Rollouts(
         torch.zeros_like(slots), slots, torch.zeros(slots.shape), guides, truths, cells,
-        torch.tensor(env_return), taken, optimal, torch.tensor([info["task"] for _, info in resets])),
+        torch.tensor(env_return), taken, optimal),
         capped, invalid, torch.tensor(scores) if world == "scienceworld" else None)
 
 

@@ -89,7 +89,7 @@ def run_seed(cfg: sg.Config):
         "own": [instruments.evaluate(c, cfg, guided=True) for c in checkpoints],
         "probe": [probe_metrics(c, probe, cfg) for c in checkpoints],
         "unguided": [instruments.evaluate(c, cfg, guided=False) for c in checkpoints],
-        "steered": {name: [instruments.evaluate(Steered(policy, c), cfg, guided=True)
+        "steered": {name: [instruments.evaluate(Steered(policy, c), cfg, guided=True, judge=c)
                            for c in checkpoints] for name, policy in fixed.items()},
         "final_metrics": sg.final_metrics(state.records, cfg.final_evals)}
     sg.write_atomic(unit(cfg), json.dumps(results))

@@ -40,7 +40,7 @@ from tqdm.auto import tqdm  # noqa: E402
 import selfguide as sg  # noqa: E402
 import instruments  # noqa: E402
 import research  # noqa: E402
-from probe import observer, probe_episodes, probe_metrics  # noqa: E402
+from probe import probe_episodes, probe_metrics  # noqa: E402
 from selfguide import setting  # noqa: E402
 
 
@@ -96,14 +96,18 @@ def parse_settings(argv, own, description: str, out: str, preset=None):
     one command line; the default --out is `out`; with --quick, `preset` changes defaults
     (flags given explicitly still win). Bad values, and the settings of a single run, exit in
     one usage line. Returns (cfg, the experiment's settings)."""
-    parser = argparse.ArgumentParser(description=description,
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    sg.add_settings(parser, research.Config)
-    sg.add_settings(parser, own)
-    parser.set_defaults(out=out)
+    def parser_with(defaults: dict):
+        parser = argparse.ArgumentParser(description=description,
+                                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        sg.add_settings(parser, research.Config)
+        sg.add_settings(parser, own)
+        parser.set_defaults(out=out, **defaults)
+        return parser
+
+    parser = parser_with({})
     values = sg.parse_settings(parser, argv)  # with --paper-faithful's defaults
     if preset and values["quick"]:
-        parser.set_defaults(**preset)
+        parser = parser_with(preset)
         values = sg.parse_settings(parser, argv)
     names = {f.name for f in dataclasses.fields(own)}
     try:
@@ -282,7 +286,8 @@ def snapshot(policy, state: sg.TrainState) -> dict:
             "optimizer": copy.deepcopy(state.optimizer.state_dict()),
             "tasks": state.tasks.getstate(), "sampler": state.sampler.get_state(),
             "shuffler": state.shuffler.get_state(), "iteration": state.iteration,
-            "records": list(state.records), "carry": copy.deepcopy(state.carry)}
+            "records": list(state.records),
+            "research": copy.deepcopy(vars(state).get("research"))}  # research.Carried, if any
 
 
 def restore(saved: dict, prior, cfg: sg.Config):
@@ -297,18 +302,25 @@ def restore(saved: dict, prior, cfg: sg.Config):
     state.sampler.set_state(saved["sampler"])
     state.shuffler.set_state(saved["shuffler"])
     state.iteration, state.records = saved["iteration"], list(saved["records"])
-    state.carry = copy.deepcopy(saved["carry"])
+    if saved["research"] is not None:
+        state.research = copy.deepcopy(saved["research"])
     return policy, state
 
 
-def train_until(policy, prior, cfg: sg.Config, state: sg.TrainState, until: int, probe=None):
+def train_until(policy, prior, cfg: research.Config, state: sg.TrainState, until: int,
+                probe=None):
     """Continue the run of `state` to iteration `until`, exactly as selfguide.train runs it,
-    each record with the instruments' figures (probe.observer: with a probe, each
-    held-out evaluation also records the guide's on it)."""
-    hook = observer(policy, prior, cfg, probe)
+    each held-out evaluation with instruments.evaluate's metrics (and given a probe, the
+    guide's on it) and each record with instruments.training_figures."""
     for _ in tqdm(range(state.iteration, until), desc=f"GRPO {cfg.variant} seed {cfg.seed}",
                   leave=False):
-        sg.grpo_iteration(policy, prior, cfg, state, hook)
+        record = sg.grpo_iteration(policy, prior, cfg, state)
+        if record["iteration"] % cfg.eval_every == 0 or record["iteration"] == cfg.iterations:
+            record["eval"] = instruments.evaluate(policy, cfg, cfg.guided)
+            if probe is not None and cfg.guided:
+                record["eval"].update(probe_metrics(policy, probe, cfg))
+        batch, advantages, targets = research.carried(state, cfg).last
+        record.update(instruments.training_figures(batch, advantages, targets, prior, cfg))
 
 
 def train_rows(prior, configs: dict, probe=None) -> dict:

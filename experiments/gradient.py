@@ -1,5 +1,5 @@
 """What could reach the guide while a comparison trained: per row, the gradient diagnostics
-every iteration logs (instruments.training_figures, through selfguide.grpo_iteration's hook),
+every iteration logs (instruments.training_figures, which compare.train_until records),
 over the first and the last iterations, averaged over the seeds. REPORT section 12's tables
 of the gradient.
 

@@ -16,9 +16,10 @@ returns (a rollout's cells and guides, an iteration's advantages and hindsight t
   sees what the top word hides (a wrong word that fell from 0.999 to 0.6 scores the same
   argmax accuracy).
 
-probe.observer adds these to each iteration's record (and to each held-out evaluation's, with
-the guide's figures on the fixed probe), which is how compare.py and checkpoints.py log them;
-`python selfguide.py` logs the method's figures only.
+compare.train_until adds these to each iteration's record (and to each held-out evaluation's,
+with the guide's accuracies of research.guide_accuracies and its figures on the fixed probe),
+which is how compare.py and checkpoints.py log them; `python selfguide.py` logs the method's
+figures only.
 """
 from __future__ import annotations
 
@@ -41,8 +42,8 @@ PROGRESS_OF = torch.tensor([1, 0, -1])  # the true progress of GUIDES' words, by
 def judge_streams(policy, batch: sg.Rollouts, rows: int = 512) -> torch.Tensor:
     """How `policy` would judge at each guide slot of the batch's streams, read as they are
     (teacher-forced, whoever wrote them): its log-probs of GUIDES at temperature 1, (N, T, 3);
-    0 where the episode has no guide. Of the policy that played the batch, the log of
-    batch.guide_probs, to rounding."""
+    0 where the episode has no guide. Of the policy that played the batch, the distribution it
+    sampled its guides from (before the guide temperature), to rounding."""
     judged = torch.zeros(batch.guides.shape + (len(sg.GUIDES),), device=batch.tokens.device)
     for part in torch.arange(len(batch.tokens), device=batch.tokens.device).split(rows):
         tokens, slots = batch.tokens[part], batch.slots[part]                    # (b, L)
@@ -67,7 +68,17 @@ def by_step(per_token, slots, slot: int, horizon: int) -> torch.Tensor:
     return out
 
 
-def stale_moves(batch: sg.Rollouts, cfg: sg.Config) -> torch.Tensor | None:
+def measured(batch: sg.Rollouts, cfg: research.Config, tasks, judge=None) -> research.Episodes:
+    """A batch played on `tasks` (task seeds, in order) with its mazes and, given a `judge`
+    (the policy whose guides these are), its guide distribution (judge_streams)."""
+    written = batch.guides >= 0
+    probs = (None if judge is None or not written.any() else
+             torch.where(written[..., None], judge_streams(judge, batch).exp(), 0.0))  # (N, T, 3)
+    mazes = torch.tensor([research.maze_of(cfg, task) for task in tasks], device=written.device)
+    return research.Episodes(**vars(batch), mazes=mazes, guide_probs=probs)
+
+
+def stale_moves(batch: research.Episodes, cfg: sg.Config) -> torch.Tensor | None:
     """(N, T) bool: the move z_t judges is one the stale map misjudges (its believed progress,
     the sign of the change in the map's distance, is not the true one); None without a stale
     door. Read off the cells and each episode's maze, as toy_env's info["stale"] says it."""
@@ -88,11 +99,12 @@ def stale_moves(batch: sg.Rollouts, cfg: sg.Config) -> torch.Tensor | None:
     return stale.to(batch.cells.device)
 
 
-def experiment_metrics(rollouts: sg.Rollouts, cfg: research.Config) -> dict:
-    """The probability of the true word on the moves that change the distance; the guide's
-    accuracy on the revisits and on the other moves; and where a stale map errs (all together
-    and by true word) its accuracy and its probability of the true word."""
-    metrics, written = {}, rollouts.guides >= 0
+def experiment_metrics(rollouts: research.Episodes, cfg: research.Config) -> dict:
+    """The guide's accuracies (research.guide_accuracies); the probability of the true word on
+    the moves that change the distance; the guide's accuracy on the revisits and on the other
+    moves; and where a stale map errs (all together and by true word) its accuracy and its
+    probability of the true word."""
+    metrics, written = research.guide_accuracies(rollouts), rollouts.guides >= 0
     judged = written & (rollouts.truths >= 0)
     if written.any() and rollouts.guide_probs is not None:
         truth = rollouts.truths[judged]
@@ -122,13 +134,20 @@ def experiment_metrics(rollouts: sg.Rollouts, cfg: research.Config) -> dict:
             if v is not None or not k.startswith("guide_accuracy_stale")}
 
 
-def evaluate(policy, cfg: sg.Config, guided: bool) -> dict:
-    """selfguide.evaluate's metrics on the held-out tasks, with experiment_metrics."""
-    played = sg.play_held_out(policy, cfg, guided)
+def evaluate(policy, cfg: sg.Config, guided: bool, judge=None) -> dict:
+    """selfguide.evaluate's metrics on the held-out tasks, with experiment_metrics; the guide
+    distribution is `judge`'s (default: the policy's)."""
+    played = measured(sg.play_held_out(policy, cfg, guided), cfg, held_out_tasks(cfg),
+                      policy if judge is None else judge)
     return {**sg.episode_metrics(played), **experiment_metrics(played, cfg)}
 
 
-def training_figures(batch: sg.Rollouts, advantages, targets, reference, cfg: sg.Config) -> dict:
+def held_out_tasks(cfg: sg.Config) -> list:  # the tasks selfguide.play_held_out plays, in order
+    return [sg.EVAL_SEED_BASE + i for i in range(cfg.eval_tasks)]
+
+
+def training_figures(batch: research.Episodes, advantages, targets, reference,
+                     cfg: sg.Config) -> dict:
     """What an update can move in the guide (the module's docstring), from one iteration's
     rollouts, token advantages (N, L) and hindsight targets (N, T) or None: under the placebo
     these are the hindsight targets before its coin, so target_accuracy says how right

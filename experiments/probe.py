@@ -14,11 +14,7 @@ a rollout's.
 
 The prior's probe metrics equal its own greedy evaluation's guide metrics (the same
 episodes, its own guides): a test checks it. compare.py and checkpoints.py record the probe
-for every guided policy they train, through `observer`, the hook they give
-selfguide.grpo_iteration:
-
-    hook = observer(policy, prior, cfg, probe)     # compare.py's train_until
-    selfguide.grpo_iteration(policy, prior, cfg, state, hook)
+at every held-out evaluation of every guided policy they train (compare.train_until).
 """
 from __future__ import annotations
 
@@ -32,19 +28,21 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent),  # selfguide.py, to
 import torch  # noqa: E402
 
 import selfguide as sg  # noqa: E402
-from instruments import experiment_metrics, judge_streams, training_figures  # noqa: E402
+from instruments import experiment_metrics, held_out_tasks, judge_streams, measured  # noqa: E402
+from research import Episodes  # noqa: E402
 
 BATCH = 512  # episodes per forward pass (and per rollout batch, as selfguide.evaluate)
 
 
-def probe_episodes(prior, cfg: sg.Config) -> sg.Rollouts:
+def probe_episodes(prior, cfg: sg.Config) -> Episodes:
     """The probe: the prior's greedy episodes, with its guide slot, on the held-out tasks."""
-    seeds = [sg.EVAL_SEED_BASE + i for i in range(cfg.eval_tasks)]
-    return sg.concat_rollouts([sg.rollout(prior, seeds[i:i + BATCH], True, cfg, greedy=True)
-                               for i in range(0, len(seeds), BATCH)])
+    seeds = held_out_tasks(cfg)
+    return measured(sg.concat_rollouts([sg.rollout(prior, seeds[i:i + BATCH], True, cfg,
+                                                   greedy=True)
+                                        for i in range(0, len(seeds), BATCH)]), cfg, seeds)
 
 
-def judge(policy, probe: sg.Rollouts) -> sg.Rollouts:
+def judge(policy, probe: Episodes) -> Episodes:
     """The probe as `policy` judges it: at each guide slot of the stored episodes, read as they
     are, its greedy guide (`guides`, -1 where the episode has no guide) and its distribution
     over the guide words (`guide_probs`, temperature 1)."""
@@ -54,26 +52,11 @@ def judge(policy, probe: sg.Rollouts) -> sg.Rollouts:
                                guide_probs=torch.where(written[..., None], logp.exp(), 0.0))
 
 
-def probe_metrics(policy, probe: sg.Rollouts, cfg: sg.Config) -> dict:
-    """The guide metrics of selfguide.episode_metrics (shares, accuracy, balanced and
-    progress accuracy, ...) and of instruments.experiment_metrics (the stale moves, by true
-    word) for `policy` judging the probe, each named probe_<metric>."""
+def probe_metrics(policy, probe: Episodes, cfg: sg.Config) -> dict:
+    """The guide metrics of selfguide.episode_metrics (shares, balanced accuracy) and of
+    instruments.experiment_metrics (accuracy, progress accuracy, the stale moves by true
+    word, ...) for `policy` judging the probe, each named probe_<metric>."""
     judged = judge(policy, probe)
     metrics = {**sg.episode_metrics(judged), **experiment_metrics(judged, cfg)}
     return {f"probe_{k}": v for k, v in metrics.items()
             if k.startswith("guide_") or k.startswith("share_")}
-
-
-def observer(policy, reference, cfg: sg.Config, probe: sg.Rollouts | None = None):
-    """A hook for selfguide.grpo_iteration that adds instruments.training_figures to each
-    iteration's record (with the hindsight targets research.Config.advantages left in
-    state.carry), and experiment_metrics (and, given a probe, the guide's on it) to each
-    held-out evaluation's."""
-    def observe(record, batch, advantages, state, held_out):
-        record.update(training_figures(batch, advantages, state.carry.get("targets"),
-                                       reference, cfg))
-        if held_out is not None:
-            record["eval"].update(experiment_metrics(held_out, cfg))
-            if probe is not None and cfg.guided:
-                record["eval"].update(probe_metrics(policy, probe, cfg))
-    return observe

@@ -36,6 +36,7 @@ import torch  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 import compare  # noqa: E402
+import research  # noqa: E402
 import selfguide as sg  # noqa: E402
 import trl_freetext as freetext  # noqa: E402
 
@@ -78,8 +79,8 @@ def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool, draws: int =
     episodes = freetext.concat_episodes(parts)
     done = episodes.steps.env_return > 0 if episodes.scores is None else episodes.scores >= 100
     reached = done.float().view(draws, len(seeds))                                # (draws, mazes)
-    return {**sg.episode_metrics(episodes.steps), **freetext.shares(episodes),
-            "per_maze": reached.mean(0).tolist()}
+    return {**sg.episode_metrics(episodes.steps), **research.guide_accuracies(episodes.steps),
+            **freetext.shares(episodes), "per_maze": reached.mean(0).tolist()}
 
 
 def uniform_walk(cfg, first: int) -> dict:

@@ -1,6 +1,6 @@
 """The report's research variants: selfguide.py's method with the settings the report
-studies, composed through the method's three seams (its Config's make_env, cloned_enough and
-advantages). The method file names none of them.
+studies, composed through the methods its Config lets a subclass override (make_env,
+prior_settings, cloned_enough, advantages). The method file names none of them.
 
     python experiments/research.py --no-cue --house --stale-door --min-distance 8 \\
         --guide-advantage hindsight --guide-temperature 1     # one run, as selfguide.py runs
@@ -8,7 +8,8 @@ advantages). The method file names none of them.
     python experiments/research.py --help                     # selfguide.py's settings, then these
 
 compare.py, checkpoints.py and priors.py read their command lines as this `Config`. What it
-adds:
+adds (and what the method does not record, computed here: each episode's maze, the guide's
+accuracy and progress accuracy):
 - the world: the distance in place of the cue (`--dist`), one maze for every task (`--house`)
   whose prior plans on a stale map (`--stale-door`), a demonstrator that misjudges every
   revisit (`--cue-misjudge revisit`), a prior cloned until its guide reaches a target
@@ -20,7 +21,11 @@ adds:
 """
 from __future__ import annotations
 
+import argparse
+import copy
+import dataclasses
 import hashlib
+import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +40,7 @@ from selfguide import setting  # noqa: E402
 
 CALIBRATION_SEED_BASE = 2 * 10**9  # --prior-guide-target's checks: mazes of their own
 GUIDE_ADVANTAGES = ["composite", "env", "outcome", "hindsight", "none", "truth", "placebo"]
+POSITIVE, NEUTRAL, NEGATIVE = range(3)  # GUIDES' indices
 
 
 @dataclass
@@ -84,6 +90,12 @@ class Config(sg.Config):
                                  house=self.seed if self.house else None,
                                  stale_door=self.stale_door, cue_misjudge=self.cue_misjudge)
 
+    def prior_settings(self) -> dict:  # the method's, and the research settings off their default
+        method = {f.name for f in dataclasses.fields(sg.Config)}
+        return {**super().prior_settings(), **{
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+            if f.name not in method and getattr(self, f.name) != f.default}}
+
     def cloned_enough(self, policy, updates: int) -> bool:
         """--prior-guide-target: every --prior-check updates, the greedy guide's progress
         accuracy on the calibration mazes, recorded (policy.config.calibration_accuracy); stop
@@ -94,38 +106,102 @@ class Config(sg.Config):
         return policy.config.calibration_accuracy >= self.prior_guide_target
 
     def advantages(self, batch: sg.Rollouts, trust: float, iteration: int, state) -> tuple:
-        """iteration_advantages below; the hindsight targets (made for hindsight, the placebo
-        and the critic, from V in state.carry["values"]) stay in state.carry["targets"] for
-        probe.observer."""
+        """iteration_advantages below, on the rollouts with their mazes, with the hindsight
+        targets where the settings ask (hindsight, the placebo, the critic; from the V carried
+        on the state). The episodes, their token advantages and targets stay there (last) for
+        compare.train_until's instruments."""
+        memory = carried(state, self)
+        batch = Episodes(**vars(batch),
+                         mazes=training_mazes(memory, state, self, batch.env_return.device))
         targets = None
         if self.guide_advantage in ("hindsight", "placebo") or self.internal_reward == "hindsight":
-            targets = hindsight_targets(batch, state.carry.setdefault("values", {}))   # (N, T)
-        state.carry["targets"] = targets
-        return iteration_advantages(batch, self, trust, iteration, targets)
+            targets = hindsight_targets(batch, memory.values)                             # (N, T)
+        advantages, returns = iteration_advantages(batch, self, trust, iteration, targets)
+        memory.last = (batch, advantages, targets)
+        return advantages, returns
+
+
+# --- what the experiments read beside the method's rollouts ---
+
+@dataclass
+class Episodes(sg.Rollouts):
+    """sg.Rollouts with what the experiments read beside them."""
+    mazes: torch.Tensor  # (N,) the maze each is played in (GridWorld.maze), as maze_of gives it
+    guide_probs: torch.Tensor | None = None  # (N, T, 3) a policy's guide distribution at T 1
+
+
+def maze_of(cfg: Config, task: int) -> int:  # GridWorld.maze: a house's number, else the task
+    return cfg.seed if cfg.house else task
+
+
+@dataclass
+class Carried:
+    """What Config.advantages carries on a run's sg.TrainState, as its attribute `research`."""
+    tasks: random.Random  # the task draws, in step with grpo_iteration's (training_mazes)
+    values: dict = dataclasses.field(default_factory=dict)  # hindsight's V (hindsight_targets)
+    last: tuple | None = None  # the last iteration's (Episodes, token advantages, targets)
+
+
+def carried(state: sg.TrainState, cfg: Config) -> Carried:
+    if "research" not in vars(state):
+        state.research = Carried(random.Random(cfg.seed))  # as sg.new_train_state seeds tasks
+    return state.research
+
+
+def training_mazes(memory: Carried, state: sg.TrainState, cfg: Config, device) -> torch.Tensor:
+    """(N,) the mazes of the iteration's rollouts: grpo_iteration draws tasks_per_iter tasks
+    from state.tasks and plays each group_size times; the same draws, from the carried stream."""
+    tasks = [memory.tasks.randrange(sg.TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
+    if memory.tasks.getstate() != state.tasks.getstate():
+        raise RuntimeError("the research run's task draws are out of step with the method's")
+    return torch.tensor([maze_of(cfg, t) for t in tasks for _ in range(cfg.group_size)],
+                        device=device)
+
+
+def guide_accuracies(rollouts: sg.Rollouts) -> dict:
+    """The guide's accuracy over the moves it judged, and its progress accuracy: the mean
+    recall of "positive" and of "negative" (the moves that changed the distance; a bump is
+    rare); None where undefined, none without a guide."""
+    written = rollouts.guides >= 0
+    if not written.any():
+        return {}
+    judged = written & (rollouts.truths >= 0)
+    truth, correct = rollouts.truths[judged], rollouts.guides[judged] == rollouts.truths[judged]
+    moved = [correct[truth == word].float().mean().item() for word in (POSITIVE, NEGATIVE)
+             if (truth == word).any()]
+    return {"guide_accuracy": correct.float().mean().item() if judged.any() else None,
+            "guide_progress_accuracy": sum(moved) / len(moved) if moved else None}
 
 
 def calibration_accuracy(policy, cfg: Config) -> float:
     """The greedy guide's progress accuracy on the 200 calibration mazes."""
     batch = sg.rollout(policy, [CALIBRATION_SEED_BASE + i for i in range(200)], True, cfg,
                        greedy=True)
-    return sg.episode_metrics(batch)["guide_progress_accuracy"] or 0.0
+    return guide_accuracies(batch)["guide_progress_accuracy"] or 0.0
 
 
 # --- what the guides are paid against, and the critic's r_t ---
 
 def iteration_advantages(batch: sg.Rollouts, cfg: Config, trust: float, iteration: int,
                          targets=None) -> tuple:
-    """selfguide.iteration_advantages, with the critic's r_t (--internal-reward hindsight:
-    0.1 x the polarity of the target's word, as the oracle pays the truth's) and the guide
-    advantages of guide_advantages where the settings ask. targets (N, T): hindsight_targets."""
-    rewards = None
+    """selfguide.iteration_advantages, with the critic's r_t (--internal-reward hindsight: the
+    oracle control's, the target's word standing for the truth: 0.1 x its polarity) and the
+    guide advantages of guide_advantages where the settings ask. targets (N, T):
+    hindsight_targets. Returns (N, L), (N,)."""
+    guides = guide_advantages(batch, cfg, iteration, targets)                   # (N, T) or None
+    method, played = copy.copy(cfg), batch  # what selfguide computes, with the method's settings
     if cfg.internal_reward == "hindsight":
         if targets is None:
             raise ValueError("--internal-reward hindsight needs targets: "
                              "hindsight_targets(batch, values)")
-        rewards = sg.step_rewards(batch.guides, targets, "oracle")                      # (N, T)
-    return sg.iteration_advantages(batch, cfg, trust, iteration, rewards,
-                                   guide_advantages(batch, cfg, iteration, targets))
+        method.internal_reward, played = "oracle", dataclasses.replace(batch, truths=targets)
+    if guides is not None:
+        method.guide_advantage = "env"  # its guide tokens' advantages are replaced below
+    advantages, returns = sg.iteration_advantages(played, method, trust, iteration)
+    if guides is not None:
+        advantages = torch.where(batch.slots == sg.SLOT_GUIDE,
+                                 sg.per_token(batch.slots, guides, guides), advantages)
+    return advantages, returns
 
 
 def guide_advantages(batch: sg.Rollouts, cfg: Config, iteration: int, targets=None):
@@ -162,10 +238,9 @@ def guide_advantages(batch: sg.Rollouts, cfg: Config, iteration: int, targets=No
 
 HINDSIGHT_DISCOUNT = 0.95  # V(s) counts a success k moves after s as 0.95^k: nearer is better
 HINDSIGHT_MEMORY = 0.9     # each iteration, what earlier iterations saw weighs 0.9 times less
-POSITIVE, NEUTRAL, NEGATIVE = range(3)  # GUIDES' indices
 
 
-def hindsight_targets(batch: sg.Rollouts, values: dict) -> torch.Tensor:
+def hindsight_targets(batch: Episodes, values: dict) -> torch.Tensor:
     """The word each guide is paid against under --guide-advantage hindsight, drawn from the
     agent's own rollouts and nothing else: (N, T) indices into GUIDES, -1 where there is none.
 
@@ -244,14 +319,21 @@ def prior_fingerprint(cfg: sg.Config) -> str | None:
 
 def parse_args(argv=None) -> Config:
     """This command line: selfguide.py's, with the research settings."""
-    return sg.parse_config(argv, Config)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    sg.add_settings(parser, Config)
+    try:
+        return Config(**sg.parse_settings(parser, argv))
+    except ValueError as error:
+        parser.error(str(error))  # exits with a usage line, never a traceback
 
 
 def main(argv=None):
     """One run, as selfguide.py runs the method, then its prior's fingerprint: a reader on
     another machine can tell whether the run started from the prior the report's did."""
-    rows = sg.main(argv, settings=Config)
-    fingerprint = prior_fingerprint(parse_args(argv))
+    cfg = parse_args(argv)
+    rows = sg.run(cfg)
+    fingerprint = prior_fingerprint(cfg)
     if rows is not None and fingerprint:
         print(f"the prior's fingerprint: {fingerprint} (the same on two machines only if both "
               f"cloned the same prior)")

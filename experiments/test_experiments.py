@@ -38,6 +38,12 @@ MATPLOTLIB = "the figures' tests need the optional matplotlib: pip install matpl
 def tiny_config(**overrides) -> research.Config:
     """conftest's tiny settings as the harnesses read them: research.Config."""
     return research.Config(**{**TINY, **overrides})
+
+
+def hand_built_episodes(**fields) -> research.Episodes:
+    """conftest's two hand-built episodes as the instruments read them, both in maze 0."""
+    return research.Episodes(**{**vars(two_hand_built_episodes()),
+                                "mazes": torch.zeros(2, dtype=torch.long), **fields})
 COMPARE_ARGS = TINY_ARGS + ["--rows", "core", "--seeds", "2", "--workers", "1"]
 
 
@@ -451,11 +457,14 @@ def test_checkpoints_steer_fixed_policies_and_the_run_is_selfguides_own(tmp_path
     method = rows[-1][1]  # the checkpoints' records hold the instruments' figures too
     assert {k: seed["final_metrics"][k] for k in method} == method
     # steering, replayed with that run's saved final policy and the cached prior
-    cfg = sg.parse_config(TINY_ARGS + cache, research.Config)  # as the harness reads it
+    cfg = research.parse_args(TINY_ARGS + cache)  # as the harness reads it
     prior, final = sg.load_or_train_prior(cfg, "cpu"), sg.load_policy(run, cfg, "cpu")
     assert seed["own"][-1] == instruments.evaluate(final, cfg, True)
-    assert seed["steered"]["prior"][-1] == instruments.evaluate(checkpoints.Steered(prior, final), cfg, True)
-    assert seed["steered"]["final"][0] == instruments.evaluate(checkpoints.Steered(final, prior), cfg, True)
+    steered = {name: instruments.evaluate(checkpoints.Steered(policy, guide), cfg, True,
+                                          judge=guide)
+               for name, policy, guide in [("prior", prior, final), ("final", final, prior)]}
+    assert (seed["steered"]["prior"][-1], seed["steered"]["final"][0]) == (
+        steered["prior"], steered["final"])
     assert seed["steered"]["prior"][0] == seed["own"][0]  # steered by a copy of itself: alone
     table = (tmp_path / "k" / "checkpoints.md").read_text()
     assert table.count("\n| final |") == 3 and table.count("\n| 25% |") == 3
@@ -542,7 +551,6 @@ def test_the_probe_of_the_prior_is_its_own_greedy_evaluation():
     episodes = probe.probe_episodes(prior, cfg)
     judged = probe.judge(prior, episodes)
     assert torch.equal(judged.guides, episodes.guides)
-    assert torch.allclose(judged.guide_probs, episodes.guide_probs, atol=1e-5)
     evaluated = instruments.evaluate(prior, cfg, guided=True)
     metrics = probe.probe_metrics(prior, episodes, cfg)
     assert metrics["probe_guide_accuracy"] is not None
@@ -594,8 +602,9 @@ def test_stale_moves_are_where_the_environment_says_the_stale_map_errs():
     experiment_metrics'."""
     cfg = tiny_config(size=12, min_distance=8, max_steps=26, house=True, stale_door=True,
                       seed=3)
-    batch = sg.rollout(tiny_policy(size=12, min_distance=8, max_steps=26), list(range(12)),
-                       True, cfg, torch.Generator().manual_seed(0))
+    batch = instruments.measured(sg.rollout(tiny_policy(size=12, min_distance=8, max_steps=26),
+                                            list(range(12)), True, cfg,
+                                            torch.Generator().manual_seed(0)), cfg, range(12))
     stale_map = instruments.stale_moves(batch, cfg)
     right = judged = 0
     for i in range(12):
@@ -614,8 +623,8 @@ def test_stale_moves_are_where_the_environment_says_the_stale_map_errs():
     metrics = instruments.experiment_metrics(batch, cfg)
     assert metrics["guide_accuracy_stale"] == pytest.approx(right / judged)
     plain_cfg = tiny_config()
-    plain = sg.rollout(tiny_policy(), list(range(4)), True, plain_cfg,
-                       torch.Generator().manual_seed(0))
+    plain = instruments.measured(sg.rollout(tiny_policy(), list(range(4)), True, plain_cfg,
+                                            torch.Generator().manual_seed(0)), plain_cfg, range(4))
     assert instruments.stale_moves(plain, plain_cfg) is None
     assert "guide_accuracy_stale" not in instruments.experiment_metrics(plain, plain_cfg)
 
@@ -626,19 +635,21 @@ def test_the_probability_of_the_true_word_averages_the_two_kinds_of_move():
     probs = torch.zeros(2, 3, 3)
     probs[0, 1], probs[0, 2], probs[1, 1] = (torch.tensor(p) for p in
                                              ([.7, .2, .1], [.2, .1, .7], [.5, .1, .4]))
-    rollouts = sg.dataclasses.replace(two_hand_built_episodes(), guide_probs=probs)
+    rollouts = hand_built_episodes(guide_probs=probs)
     metrics = instruments.experiment_metrics(rollouts, research.Config(**TINY))
     assert metrics["guide_true_prob_progress"] == pytest.approx(((.7 + .2) / 2 + .4) / 2)
     assert "guide_true_prob_progress" not in instruments.experiment_metrics(
-        two_hand_built_episodes(), research.Config(**TINY))  # no distribution recorded
+        hand_built_episodes(), research.Config(**TINY))  # no distribution measured
 
 
 def test_experiment_metrics_split_the_revisits_and_the_stale_moves_by_true_word(monkeypatch):
-    rollouts = two_hand_built_episodes()
+    rollouts = hand_built_episodes()
     cfg = tiny_config()
     metrics = instruments.experiment_metrics(rollouts, cfg)
     # judged: (guide 0, truth 0) right, (2, 0) wrong and a revisit, (0, 2) wrong
-    assert metrics == {"guide_accuracy_revisit": 0.0, "guide_accuracy_other": 0.5}
+    assert metrics == {"guide_accuracy": pytest.approx(1 / 3),
+                       "guide_progress_accuracy": (1 / 2 + 0) / 2,
+                       "guide_accuracy_revisit": 0.0, "guide_accuracy_other": 0.5}
     probs = torch.zeros(2, 3, 3)
     probs[0, 1], probs[0, 2], probs[1, 1] = (torch.tensor(p) for p in
                                              ([.7, .2, .1], [.2, .1, .7], [.5, .1, .4]))
@@ -662,19 +673,31 @@ def test_experiment_metrics_split_the_revisits_and_the_stale_moves_by_true_word(
     # nothing judged: the revisit split is None (JSON null), never NaN
     unjudged = sg.dataclasses.replace(rollouts, truths=torch.full((2, 3), -1))
     monkeypatch.setattr(instruments, "stale_moves", lambda batch, cfg: None)
-    assert instruments.experiment_metrics(unjudged, cfg) == {"guide_accuracy_revisit": None,
-                                                             "guide_accuracy_other": None}
+    assert instruments.experiment_metrics(unjudged, cfg) == {
+        "guide_accuracy": None, "guide_progress_accuracy": None, "guide_accuracy_revisit": None,
+        "guide_accuracy_other": None}
 
 
-def test_judge_streams_reads_the_guides_distribution_the_rollout_recorded():
-    """Teacher-forced, every slot at once, in slices of four rows: the log of guide_probs,
-    which the rollout records from a full forward at each slot (test_selfguide.py)."""
-    cfg = tiny_config(guide_temperature=0.1)
+def test_judge_streams_reads_the_guides_distribution_as_a_full_forward_and_the_rollout_give_it():
+    """Teacher-forced, every slot at once, in slices of four rows: at each guide slot the log
+    of the softmax over the three guide words (temperature 1) of a full forward over the
+    stream up to that slot, one slot at a time; and at the word written, the log-prob the
+    KV-cached rollout sampled it with (guides sampled at temperature 1 here); 0 elsewhere."""
+    cfg = tiny_config(guide_temperature=1.0)
     policy = tiny_policy()
     batch = sg.rollout(policy, list(range(6)), True, cfg, torch.Generator().manual_seed(1))
     written = batch.guides >= 0
     judged = instruments.judge_streams(policy, batch, rows=4)
-    assert torch.allclose(judged.exp()[written], batch.guide_probs[written], atol=1e-5)
+    guide_ids = [sg.WORD_ID[w] for w in sg.GUIDES]
+    for i in range(6):
+        positions = [p for p, s in enumerate(batch.slots[i].tolist()) if s == sg.SLOT_GUIDE]
+        assert len(positions) == batch.steps[i] > 0
+        for t, p in enumerate(positions):
+            with torch.no_grad():
+                logits = policy(batch.tokens[i, :p][None]).logits[0, -1, guide_ids]
+            assert torch.allclose(judged[i, t].exp(), logits.softmax(-1), atol=1e-5)
+            assert judged[i, t, batch.guides[i, t]] == pytest.approx(batch.logprobs[i, p].item(),
+                                                                    abs=1e-5)
     assert (judged[~written] == 0).all()
 
 
@@ -689,8 +712,8 @@ def test_training_figures_say_what_gradient_reaches_the_guide_and_how_often_it_l
     before = sg.copy.deepcopy(policy)
     state = sg.new_train_state(policy, cfg)
     batch, _ = first_rollouts(before, cfg)  # the iteration's own draws, replayed
-    record = sg.grpo_iteration(policy, reference, cfg, state,
-                               probe.observer(policy, reference, cfg))
+    compare.train_until(policy, reference, cfg, state, 1)
+    record = state.records[-1]
     advantages = sg.iteration_advantages(batch, cfg, 0.0, 1)[0]
     guide_ids = [sg.WORD_ID[w] for w in sg.GUIDES]
     norms, off, pushes, action_norms = [], [], [], []
@@ -720,12 +743,13 @@ def test_training_figures_say_what_gradient_reaches_the_guide_and_how_often_it_l
                                                          rel=1e-5)
     assert 0 < record["guide_push"] and "target_accuracy" not in record
     bare = sg.copy.deepcopy(policy)
-    assert "guide_sensitivity" not in sg.grpo_iteration(  # no hook, no figures of experiments
+    assert "guide_sensitivity" not in sg.grpo_iteration(  # the method's own figures only
         bare, reference, cfg, sg.new_train_state(bare, cfg))
     plain_cfg = tiny_config(variant="grpo", iterations=1, eval_every=5)
     plain = tiny_policy()
-    unguided = sg.grpo_iteration(plain, reference, plain_cfg, sg.new_train_state(plain, plain_cfg),
-                                 probe.observer(plain, reference, plain_cfg))
+    plain_state = sg.new_train_state(plain, plain_cfg)
+    compare.train_until(plain, reference, plain_cfg, plain_state, 1)
+    unguided = plain_state.records[-1]
     assert unguided["action_sensitivity"] > 0 and "guide_sensitivity" not in unguided
 
 
@@ -733,10 +757,13 @@ def test_a_hindsight_runs_record_says_how_often_it_had_a_target_and_how_right():
     cfg = tiny_config(variant="sg_gr", guide_advantage="hindsight", iterations=2, eval_every=5)
     policy, reference = tiny_policy(), tiny_policy(seed=1)
     state = sg.new_train_state(policy, cfg)
-    record = sg.grpo_iteration(policy, reference, cfg, state,
-                               probe.observer(policy, reference, cfg))
-    batch, replay = first_rollouts(tiny_policy(), cfg)
-    targets = research.hindsight_targets(batch, replay.carry.setdefault("values", {}))
+    compare.train_until(policy, reference, cfg, state, 1)
+    record = state.records[-1]
+    batch, _ = first_rollouts(tiny_policy(), cfg)
+    draws = sg.random.Random(cfg.seed)  # the tasks, drawn as grpo_iteration draws them
+    tasks = [draws.randrange(sg.TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
+    targets = research.hindsight_targets(instruments.measured(
+        batch, cfg, [t for t in tasks for _ in range(cfg.group_size)]), {})
     judged = (batch.guides >= 0) & (batch.truths >= 0)
     has = judged & (targets >= 0)
     assert record["target_coverage"] == pytest.approx(has.sum().item() / judged.sum().item())

@@ -16,7 +16,7 @@ import research as rs  # noqa: E402
 import selfguide as sg  # noqa: E402
 import toy_env  # noqa: E402
 from conftest import (TINY, TINY_ARGS, first_rollouts, hand_advantages, same_weights,  # noqa: E402
-                      tiny_config)
+                      tiny_config, two_hand_built_episodes)
 from toy_env import GUIDES  # noqa: E402
 
 
@@ -31,7 +31,7 @@ def research_policy(seed=0, **overrides):
 
 def test_a_misjudged_revisit_needs_the_cue_or_the_distance_it_misreads():
     with pytest.raises(SystemExit):
-        sg.parse_config(["--cue-misjudge", "revisit", "--no-cue"], rs.Config)  # the cue reader's
+        rs.parse_args(["--cue-misjudge", "revisit", "--no-cue"])  # the cue reader's
 
 
 def test_dist_words_extend_the_vocabulary_only_under_dist(tmp_path, capsys):
@@ -51,9 +51,9 @@ def test_dist_words_extend_the_vocabulary_only_under_dist(tmp_path, capsys):
         sg.load_policy(tmp_path / "d", plain, "cpu")
     assert sg.load_policy(tmp_path / "d", dist, "cpu").config.vocab_size == len(sg.WORDS)
     with pytest.raises(SystemExit):
-        sg.parse_config(["--dist"], rs.Config)
+        rs.parse_args(["--dist"])
     assert "add --no-cue" in capsys.readouterr().err
-    assert sg.parse_config(["--dist", "--no-cue", "--cue-misjudge", "revisit"], rs.Config).dist
+    assert rs.parse_args(["--dist", "--no-cue", "--cue-misjudge", "revisit"]).dist
 
 
 def test_a_guide_target_stops_cloning_at_the_first_check_that_reaches_it(monkeypatch):
@@ -121,11 +121,29 @@ def test_a_guide_target_reads_only_its_calibration_mazes_and_repeats(tmp_path, m
     assert sg.prior_key(research_config()) == sg.prior_key(tiny_config())  # method's key
 
 
-def test_a_houses_tasks_are_played_in_one_maze():
-    cfg = research_config(size=12, min_distance=8, max_steps=6, house=True, seed=5)
-    batch = sg.rollout(research_policy(size=12, min_distance=8, max_steps=6), [3, 9, 10**9], True,
-                       cfg, torch.Generator().manual_seed(0))
-    assert batch.mazes.tolist() == [5, 5, 5]  # the house's number, held-out tasks too
+def test_a_houses_tasks_are_played_in_one_maze_and_maze_of_names_the_environments():
+    for house in (True, False):
+        cfg = research_config(size=12, min_distance=8, max_steps=6, house=house, seed=5)
+        for task in (3, 9, 10**9):  # held-out tasks too
+            env = cfg.make_env()
+            env.reset(seed=task)
+            assert rs.maze_of(cfg, task) == env.maze == (5 if house else task)
+
+
+def test_guide_accuracies_on_hand_built_rollouts():
+    """The accuracy over the judged moves; the progress accuracy, the mean recall of the moves
+    that got closer and of those that led away (a bump's recall left out); None where
+    undefined, nothing without a guide."""
+    rollouts = two_hand_built_episodes()
+    # judged: (guide 0, truth 0) right, (2, 0) wrong, (0, 2) wrong
+    assert rs.guide_accuracies(rollouts) == {"guide_accuracy": pytest.approx(1 / 3),
+                                             "guide_progress_accuracy": (1 / 2 + 0) / 2}
+    one_bump = sg.dataclasses.replace(rollouts, truths=torch.tensor([[-1, 0, 0], [-1, 1, -1]]))
+    assert rs.guide_accuracies(one_bump)["guide_progress_accuracy"] == 0.5  # the closer moves'
+    unjudged = sg.dataclasses.replace(rollouts, truths=torch.full((2, 3), -1))
+    assert rs.guide_accuracies(unjudged) == {"guide_accuracy": None,
+                                             "guide_progress_accuracy": None}
+    assert rs.guide_accuracies(sg.dataclasses.replace(rollouts, guides=torch.full((2, 3), -1))) == {}
 
 
 def guide_advantages_of(guides, truths, env_return, guide_advantage, steps=None):
@@ -138,8 +156,7 @@ def guide_advantages_of(guides, truths, env_return, guide_advantage, steps=None)
     batch = sg.Rollouts(
         tokens=torch.zeros_like(slots), slots=slots, logprobs=torch.zeros(slots.shape),
         guides=guides, truths=truths, cells=torch.zeros(n, horizon, dtype=torch.long),
-        env_return=env_return, steps=steps, optimal=torch.full((n,), 2),
-        mazes=torch.zeros(n, dtype=torch.long))
+        env_return=env_return, steps=steps, optimal=torch.full((n,), 2))
     cfg = research_config(variant="sg_gr", guide_advantage=guide_advantage, group_size=n)
     tokens = rs.iteration_advantages(batch, cfg, 1.0, 1)[0]
     return torch.stack([torch.cat([tokens[i][slots[i] == sg.SLOT_GUIDE],
@@ -183,9 +200,9 @@ def test_the_truth_control_pays_plus_one_for_the_true_word_minus_one_for_another
 
 
 def hindsight_batch(cells, steps, success, mazes=None):
-    """Rollouts holding what hindsight_targets reads: cells (N, T), steps, R_env, mazes."""
+    """Episodes holding what hindsight_targets reads: cells (N, T), steps, R_env, mazes."""
     n = len(cells)
-    return sg.Rollouts(
+    return rs.Episodes(
         tokens=torch.zeros(n, 1, dtype=torch.long), slots=torch.zeros(n, 1, dtype=torch.long),
         logprobs=torch.zeros(n, 1), guides=torch.full((n, len(cells[0])), -1),
         truths=torch.full((n, len(cells[0])), -1),
@@ -266,21 +283,21 @@ def test_hindsight_targets_equal_their_definition_over_iterations_and_mazes():
 
 
 def test_hindsight_in_the_house_pays_iteration_two_from_what_iteration_one_saw():
-    """The training loop carries V in its state: in the house every task is one maze, so the
+    """The training loop carries V on its state: in the house every task is one maze, so the
     targets of iteration 2 are hindsight_targets of its rollouts with iteration 1's visits
-    carried (replayed here from the batches the hook saw), not those of its batch alone."""
+    carried (replayed here from each iteration's episodes), not those of its batch alone."""
     cfg = research_config(size=6, min_distance=2, house=True, seed=5, variant="sg_gr",
                           guide_advantage="hindsight", iterations=2, eval_every=5)
     policy, reference = research_policy(size=6), research_policy(seed=1, size=6)
     state, seen = sg.new_train_state(policy, cfg), []
     for _ in range(2):
-        sg.grpo_iteration(policy, reference, cfg, state,
-                          lambda record, batch, advantages, state, held_out:
-                          seen.append((batch, state.carry["targets"])))
+        sg.grpo_iteration(policy, reference, cfg, state)
+        batch, _, targets = rs.carried(state, cfg).last
+        seen.append((batch, targets))
     carried = {}
     for batch, targets in seen:
         assert torch.equal(rs.hindsight_targets(batch, carried), targets)
-    assert carried == state.carry["values"] and {maze for maze, _ in carried} == {5}
+    assert carried == rs.carried(state, cfg).values and {maze for maze, _ in carried} == {5}
     second, targets = seen[1]
     assert sum(batch.env_return.sum() for batch, _ in seen) > 0  # a success: V is not all 0
     assert not torch.equal(rs.hindsight_targets(second, {}), targets)  # iteration 1 counted
@@ -308,7 +325,7 @@ def test_hindsights_critic_pays_each_move_the_targets_word_as_r_t_and_the_guides
         guides=torch.zeros(2, 3, dtype=torch.long),  # "positive" everywhere: a constant guide
         truths=torch.tensor([[-1, 2, 2], [-1, 2, 2]]), cells=torch.zeros(2, 3, dtype=torch.long),
         env_return=torch.tensor([0.0, 0.0]), steps=torch.tensor([3, 3]),
-        optimal=torch.tensor([2, 2]), mazes=torch.zeros(2, dtype=torch.long))
+        optimal=torch.tensor([2, 2]))
     targets = torch.tensor([[-1, 0, 2], [-1, 2, -1]])
     cfg = research_config(variant="sg_gr", internal_reward="hindsight", internal_return="sum",
                           guide_temperature=1.0, group_size=2)
@@ -325,18 +342,46 @@ def test_hindsights_critic_pays_each_move_the_targets_word_as_r_t_and_the_guides
         rs.iteration_advantages(batch, cfg, 1.0, 3)
 
 
+def first_episodes(cfg):
+    """A run's first rollouts, replayed, each with the maze of its task: the task seed (the
+    tasks drawn as grpo_iteration draws them from a new train state)."""
+    batch, replay = first_rollouts(research_policy(), cfg)
+    tasks = sg.random.Random(cfg.seed)
+    seeds = [tasks.randrange(sg.TRAIN_SEED_RANGE) for _ in range(cfg.tasks_per_iter)]
+    return rs.Episodes(**vars(batch), mazes=torch.tensor([s for s in seeds
+                                                          for _ in range(cfg.group_size)]))
+
+
 def first_iteration(monkeypatch, cfg):
     """A run's first iteration, and its replay: (the token advantages it handed the update,
-    its train state, the replayed rollouts, their hindsight targets from the replay's table)."""
+    its train state, the replayed episodes, their hindsight targets from a table of its own)."""
     policy, advantages = research_policy(), []
     state = sg.new_train_state(policy, cfg)
     real_update = sg.grpo_update
     monkeypatch.setattr(sg, "grpo_update", lambda *args, **kw: advantages.append(args[3])
                         or real_update(*args, **kw))
     sg.grpo_iteration(policy, research_policy(seed=1), cfg, state)
-    batch, replay = first_rollouts(research_policy(), cfg)
-    values = replay.carry.setdefault("values", {})
+    batch, values = first_episodes(cfg), {}
     return advantages[0], state, batch, rs.hindsight_targets(batch, values), values
+
+
+def test_the_advantages_know_each_rollouts_maze_from_the_task_draws_they_keep_in_step():
+    """Config.advantages draws the iteration's tasks again from a stream of its own, checked
+    against the run's: the episodes it keeps hold each task's maze, iteration after iteration
+    (and after a snapshot's copy); a stream out of step is one clear error."""
+    cfg = research_config(variant="sg_gr", iterations=2, eval_every=5)
+    policy = research_policy()
+    state = sg.new_train_state(policy, cfg)
+    sg.grpo_iteration(policy, research_policy(seed=1), cfg, state)
+    assert torch.equal(rs.carried(state, cfg).last[0].mazes, first_episodes(cfg).mazes)
+    sg.grpo_iteration(policy, research_policy(seed=1), cfg, state)
+    tasks = sg.random.Random(cfg.seed)
+    seeds = [tasks.randrange(sg.TRAIN_SEED_RANGE) for _ in range(2 * cfg.tasks_per_iter)]
+    assert rs.carried(state, cfg).last[0].mazes.tolist() == [
+        s for s in seeds[cfg.tasks_per_iter:] for _ in range(cfg.group_size)]
+    state.tasks.random()  # a draw the advantages did not see
+    with pytest.raises(RuntimeError, match="out of step"):
+        sg.grpo_iteration(policy, research_policy(seed=1), cfg, state)
 
 
 def test_a_critic_iteration_pays_the_moves_from_the_targets_of_its_rollouts_and_carries_v(
@@ -346,7 +391,7 @@ def test_a_critic_iteration_pays_the_moves_from_the_targets_of_its_rollouts_and_
     cfg = research_config(variant="sg_gr", internal_reward="hindsight", schedule="immediate",
                           iterations=2, eval_every=5)
     advantages, state, batch, targets, values = first_iteration(monkeypatch, cfg)
-    assert state.carry["values"] == values and (targets >= 0).sum() > 0
+    assert rs.carried(state, cfg).values == values and (targets >= 0).sum() > 0
     expected = rs.iteration_advantages(batch, cfg, 1.0, 1, targets)[0]
     assert torch.equal(advantages, expected)
     guide = rs.iteration_advantages(batch, sg.dataclasses.replace(cfg, internal_reward="guide"),
@@ -391,7 +436,7 @@ def test_hindsight_and_the_placebo_pay_plus_one_for_their_targets_word_minus_one
         truths=torch.tensor([[-1, 2, 2], [-1, 2, 2], [-1, 2, 2], [-1, 2, 2]]),
         cells=torch.zeros(4, horizon, dtype=torch.long),
         env_return=torch.tensor([1.0, 0.0, 0.0, 1.0]), steps=torch.tensor([3, 3, 3, 3]),
-        optimal=torch.tensor([2, 2, 2, 2]), mazes=torch.zeros(4, dtype=torch.long))
+        optimal=torch.tensor([2, 2, 2, 2]))
     targets = torch.tensor([[-1, 0, -1], [-1, 0, 2], [-1, 2, 2], [-1, 1, 0]])
     expected = [[0, 1, 0], [0, -1, -1], [0, -1, 1], [0, -1, -1]]  # the truths never enter
     cfg = research_config(variant="sg_gr", guide_advantage="hindsight", group_size=G, seed=2)
@@ -415,7 +460,7 @@ def test_a_hindsight_iteration_pays_against_the_targets_of_its_own_rollouts_and_
     and the guide advantages paid against them; the table it carries is the replay's."""
     cfg = research_config(variant="sg_gr", guide_advantage="hindsight", iterations=2, eval_every=5)
     advantages, state, batch, targets, values = first_iteration(monkeypatch, cfg)
-    assert state.carry["values"] == values and len(values) > 3
+    assert rs.carried(state, cfg).values == values and len(values) > 3
     paid = torch.where(batch.guides == targets, 1.0, -1.0) * (targets >= 0)   # (N, T)
     guides = batch.slots == sg.SLOT_GUIDE
     assert torch.equal(advantages[guides], paid[batch.guides >= 0])
@@ -424,9 +469,9 @@ def test_a_hindsight_iteration_pays_against_the_targets_of_its_own_rollouts_and_
 
 def test_a_stale_door_needs_no_cue_and_a_house_is_in_the_priors_key(capsys):
     with pytest.raises(SystemExit):
-        sg.parse_config(["--stale-door"], rs.Config)  # the cue is on by default
+        rs.parse_args(["--stale-door"])  # the cue is on by default
     assert "--stale-door's demonstrator judges by its stale map" in capsys.readouterr().err
-    keys = {sg.prior_key(sg.parse_config(argv, rs.Config)) for argv in (
+    keys = {sg.prior_key(rs.parse_args(argv)) for argv in (
         ["--no-cue"], ["--no-cue", "--house"], ["--no-cue", "--stale-door"],
         ["--no-cue", "--house", "--stale-door"])}
     assert len(keys) == 4
@@ -443,7 +488,7 @@ def test_iteration_advantages_for_every_research_guide_advantage_from_the_graded
         truths=torch.tensor([[-1, 0, 0], [-1, 2, 2], [-1, 0, 0], [-1, 2, -1]]),
         cells=torch.zeros(4, 3, dtype=torch.long),
         env_return=torch.tensor([1.0, 0.0, 0.0, 0.0]), steps=torch.tensor([3, 3, 3, 2]),
-        optimal=torch.tensor([2, 2, 2, 2]), mazes=torch.zeros(4, dtype=torch.long))
+        optimal=torch.tensor([2, 2, 2, 2]))
     for internal, credit, guide_adv, advantage in itertools.product(
             ["sum", "mean"], ["trajectory", "step"], ["composite", "env", "outcome", "none",
                                                       "truth"], ["grpo", "drgrpo"]):
@@ -490,7 +535,7 @@ def test_a_seed_whose_demonstrations_are_calibration_mazes_is_refused_in_one_lin
     """Demonstrations are tasks 10^8 + seed x 10^6 + i: seed 1900's reach the calibration
     mazes (2 x 10^9 on), which only research.Config's checks use."""
     with pytest.raises(SystemExit):
-        sg.parse_config(["--seed", "1900"], rs.Config)
+        rs.parse_args(["--seed", "1900"])
     assert "--seed 1900 would clone its prior on the calibration mazes" in capsys.readouterr().err
     assert sg.parse_config(["--seed", "1900"]).seed == 1900  # the method has no such mazes
 
