@@ -92,15 +92,21 @@ _POOL: list = []
 
 def simulators(count: int) -> list:
     """`count` simulators, started where the pool has fewer (about a second each)."""
-    check_installed()
-    from scienceworld import ScienceWorldEnv
-    os.environ.setdefault("JAVA_TOOL_OPTIONS", JAVA_OPTIONS)
     missing = count - len(_POOL)
     if missing > 0:
         with ThreadPoolExecutor(THREADS) as threads:
-            _POOL.extend(threads.map(lambda _: ScienceWorldEnv("", envStepLimit=10**6),
-                                     range(missing)))
+            _POOL.extend(threads.map(lambda _: fresh_simulator(), range(missing)))
     return _POOL[:count]
+
+
+def fresh_simulator():
+    """A simulator of its own: ScienceWorld 1.2.3 lists a room and plans its gold path
+    differently on each load of one variation, the same way in every new process, so a draw
+    depends on the simulator's history; a new one makes it the draw's alone."""
+    check_installed()
+    from scienceworld import ScienceWorldEnv
+    os.environ.setdefault("JAVA_TOOL_OPTIONS", JAVA_OPTIONS)
+    return ScienceWorldEnv("", envStepLimit=10**6)
 
 
 def side_by_side(function, items) -> list:
@@ -221,6 +227,7 @@ ACTION = re.compile(r"(?i)\**action\**[ \t]*:\**[ \t]*(?P<action>[^\n]*)")
 
 DETOUR = 0.5     # share of the demonstrations with one detour
 MISJUDGE = 0.1   # share of the demonstrator's judgements replaced by another polarity
+DRAW = "a new simulator per demonstration"  # in the caches' keys: how the corpus is drawn
 DOOR = re.compile(r"A door to the ([^(\n]+?) \(that is (open|closed)\)")
 
 
@@ -292,21 +299,24 @@ def demonstrate(world: ScienceWorld, seed: int, rng: random.Random, plain: bool 
 
 
 def demonstrations(seeds: list, tasks=FIND_TASKS, workers: int = 4) -> list:
-    """The demonstrations of these task seeds (the i-th drawn from its own stream), side by side
-    on `workers` simulators; only those that finish the task (score 100) are kept (one that
-    does not, its stage-bound referents outrun by a detour, is drawn again plain):
-    [{"seed": seed, "steps": [(observation, guide, action)]}], in the seeds' order."""
-    worlds = [ScienceWorld(s, tasks) for s in simulators(workers)]
+    """The demonstrations of these task seeds (the i-th drawn from its own stream), `workers`
+    side by side, each on a new simulator (fresh_simulator: the same seed draws the same
+    demonstration whatever was drawn before it or beside it); only those that finish the task
+    (score 100) are kept (one that does not, its stage-bound referents outrun by a detour, is
+    drawn again plain): [{"seed": seed, "steps": [(observation, guide, action)]}], in the
+    seeds' order."""
     bar = tqdm(total=len(seeds), desc="ScienceWorld demonstrations", leave=False)
 
     def draw(worker: int) -> list:
         kept = []
         for i in range(worker, len(seeds), workers):
             bar.update()
-            rng = random.Random(f"demonstration-{seeds[i]}")
-            steps, score, _ = demonstrate(worlds[worker], seeds[i], rng)
+            rng, simulator = random.Random(f"demonstration-{seeds[i]}"), fresh_simulator()
+            world = ScienceWorld(simulator, tasks)
+            steps, score, _ = demonstrate(world, seeds[i], rng)
             if score < 100:
-                steps, score, _ = demonstrate(worlds[worker], seeds[i], rng, plain=True)
+                steps, score, _ = demonstrate(world, seeds[i], rng, plain=True)
+            simulator.close()
             if score >= 100:
                 kept.append({"seed": seeds[i], "index": i, "steps": steps})
         return kept

@@ -165,6 +165,23 @@ def test_the_demonstrator_recovers_from_its_detours_and_judges_from_the_score(wo
     assert misjudged <= 2 and judged > 100
 
 
+def test_a_demonstration_is_its_seeds_alone_whatever_was_drawn_before_or_beside_it():
+    """ScienceWorld 1.2.3 plans a variation's gold path and lists its rooms differently on each
+    load in one simulator; demonstrations draws each on a new one, so a corpus is the same
+    drawn one at a time or side by side, and a seed's draw the same after others."""
+    simulator = sw.fresh_simulator()
+    loads = set()
+    for _ in range(4):  # why: one variation, loaded again and again in one simulator
+        simulator.load("find-living-thing", 1, "", generateGoldPath=True)
+        simulator.reset()
+        loads.add((simulator.look(), tuple(simulator.get_gold_action_sequence())))
+    simulator.close()
+    assert len(loads) > 1
+    alone, beside = sw.demonstrations([0, 1, 2], workers=1), sw.demonstrations([2, 0, 1], workers=3)
+    assert [d["steps"] for d in alone] == [beside[[d["seed"] for d in beside].index(s)]["steps"]
+                                           for s in (0, 1, 2)]
+
+
 def test_simpler_gold_names_what_was_picked_up_and_drops_a_plants_stage():
     assert sw.simpler_gold(["focus on adult pea plant", "pick up flower pot 3",
                             "move flower pot 3 containing pea plant and soil in inventory to "

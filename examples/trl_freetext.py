@@ -393,7 +393,7 @@ def scienceworld_demonstrations(cfg: sg.Config, ft: FreeText, probe: bool = Fals
     seeds = ([science_world.TUNING + i for i in range(PROBE_EPISODES)] if probe
              else list(range(cfg.prior_episodes)))
     key = json.dumps([seeds, cfg.max_steps, science_world.FIND_TASKS, science_world.DETOUR,
-                      science_world.MISJUDGE, science_world.SYSTEM])
+                      science_world.MISJUDGE, science_world.SYSTEM, science_world.DRAW])
     path = Path(ft.freetext_cache) / (f"scienceworld-demonstrations-"
                                       f"{hashlib.sha256(key.encode()).hexdigest()[:12]}.json")
     if not path.exists():
@@ -533,7 +533,7 @@ def decisions_predicted(model, tokenizer, episodes, example: bool = False,
 def prior_folder(cfg: sg.Config, ft: FreeText) -> Path:
     """The cached free-text prior of these settings: selfguide's prior key, and the format's
     (and the world's, but the maze's)."""
-    world = [] if ft.world == "maze" else [ft.world, science_world.DETOUR, science_world.MISJUDGE]
+    world = [] if ft.world == "maze" else [ft.world, science_world.DETOUR, science_world.MISJUDGE, science_world.DRAW]
     text = json.dumps([sg.prior_key(cfg), ft.architecture, ft.tokenizer, ft.vocab, ft.reply_tokens,
                        ft.turn_updates, system_prompt(True, ft.world),
                        PHRASES if ft.world == "maze" else science_world.PHRASES] + world)
