@@ -312,11 +312,13 @@ def demonstrations(seeds: list, tasks=FIND_TASKS, workers: int = 4) -> list:
         for i in range(worker, len(seeds), workers):
             bar.update()
             rng, simulator = random.Random(f"demonstration-{seeds[i]}"), fresh_simulator()
-            world = ScienceWorld(simulator, tasks)
-            steps, score, _ = demonstrate(world, seeds[i], rng)
-            if score < 100:
-                steps, score, _ = demonstrate(world, seeds[i], rng, plain=True)
-            simulator.close()
+            try:  # its JVM closed whatever happens
+                world = ScienceWorld(simulator, tasks)
+                steps, score, _ = demonstrate(world, seeds[i], rng)
+                if score < 100:
+                    steps, score, _ = demonstrate(world, seeds[i], rng, plain=True)
+            finally:
+                simulator.close()
             if score >= 100:
                 kept.append({"seed": seeds[i], "index": i, "steps": steps})
         return kept

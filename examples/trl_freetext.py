@@ -533,7 +533,8 @@ def decisions_predicted(model, tokenizer, episodes, example: bool = False,
 def prior_folder(cfg: sg.Config, ft: FreeText) -> Path:
     """The cached free-text prior of these settings: selfguide's prior key, and the format's
     (and the world's, but the maze's)."""
-    world = [] if ft.world == "maze" else [ft.world, science_world.DETOUR, science_world.MISJUDGE, science_world.DRAW]
+    world = [] if ft.world == "maze" else [ft.world, science_world.DETOUR, science_world.MISJUDGE,
+                                           science_world.DRAW]
     text = json.dumps([sg.prior_key(cfg), ft.architecture, ft.tokenizer, ft.vocab, ft.reply_tokens,
                        ft.turn_updates, system_prompt(True, ft.world),
                        PHRASES if ft.world == "maze" else science_world.PHRASES] + world)
@@ -555,7 +556,8 @@ def load_or_clone_prior(cfg: sg.Config, ft: FreeText, device) -> Path:
     texts = [text for guided, steps in episodes
              for text in [system_prompt(guided, world)] + [text for step in steps for text in step]]
     tokenizer = build_tokenizer(ft.tokenizer, texts, ft.vocab)
-    sequences = [encode_episode(tokenizer, guided, steps, world=world) for guided, steps in episodes]
+    sequences = [encode_episode(tokenizer, guided, steps, world=world)
+                 for guided, steps in episodes]
     turn = max(len(environment_turn(tokenizer, o, True, False, world=world))
                for _, steps in (episodes[:200] if maze else episodes) for o, _ in steps)
     positions = len(prompt_ids(tokenizer, True, world=world)) + cfg.max_steps * (
@@ -588,7 +590,8 @@ def load_or_clone_prior(cfg: sg.Config, ft: FreeText, device) -> Path:
                f"final loss {losses[-1]:.3f} -> {folder}\n  teacher-forced on "
                f"{PROBE_EPISODES} demonstrations it was not cloned on"
                f"{'' if maze else ' (dev variations)'}, in both formats: "
-               f"{unseen['moves']:.0%} of the demonstrator's {'moves (chance: 25%)' if maze else 'actions'}, "
+               f"{unseen['moves']:.0%} of the demonstrator's "
+               f"{'moves (chance: 25%)' if maze else 'actions'}, "
                f"{unseen['guides']:.0%} of its guide words")
     return folder
 
