@@ -123,21 +123,24 @@ def table(rows: dict, against: dict | None = None) -> str:
     for how in [h for h in ("greedy", "sampled")
                 if f"ReAct, {h}" in rows and f"ReAct w/ SG, {h}" in rows]:
         lines.append(paired_line("ReAct w/ SG - ReAct", how, rows[f"ReAct w/ SG, {how}"],
-                                 rows[f"ReAct, {how}"]))
+                                 rows[f"ReAct, {how}"], science))
     for other, theirs in (against or {}).items():
         for how in ("greedy", "sampled"):
             for mine, their in [(a, b) for a in ("ReAct", "ReAct w/ SG")
                                 for b in ("ReAct", "ReAct w/ SG")
                                 if f"{a}, {how}" in rows and f"{b}, {how}" in theirs]:
                 lines.append(paired_line(f"{mine} - {other}'s {their}", how,
-                                         rows[f"{mine}, {how}"], theirs[f"{their}, {how}"]))
+                                         rows[f"{mine}, {how}"], theirs[f"{their}, {how}"],
+                                         science))
     return "\n".join(lines)
 
 
-def paired_line(name: str, how: str, a: dict, b: dict) -> str:
-    """a - b maze by maze: the mean difference in success and its 95% t-interval."""
+def paired_line(name: str, how: str, a: dict, b: dict, science: bool = False) -> str:
+    """a - b maze by maze (ScienceWorld: variation by variation): the mean difference in
+    success and its 95% t-interval."""
     differences = [x - y for x, y in zip(a["per_maze"], b["per_maze"])]
-    return (f"- {name}, {how}, paired on {len(differences)} mazes: "
+    return (f"- {name}, {how}, paired on {len(differences)} "
+            f"{'variations' if science else 'mazes'}: "
             f"{compare.interval_text(differences)}")
 
 
