@@ -33,7 +33,7 @@ OBSERVATIONS = ["at:1,0 goal:3,4 walls:W", "at:1,1 goal:3,4 walls:none",
 
 
 def corpus():
-    texts = [freetext.system_prompt(True), freetext.system_prompt(False),
+    texts = [freetext.Maze.system_prompt(True), freetext.Maze.system_prompt(False),
              "at:0123456789, goal: walls:NESW none cue:start warmer colder same up"]
     return (texts + REPLIES + OBSERVATIONS) * 3
 
@@ -110,7 +110,7 @@ def test_spans_hold_for_token_sequences_the_tokenizer_would_not_make():
 @pytest.mark.parametrize("kind", ["words", "bpe"])
 def test_environment_turns_are_what_the_template_puts_between_replies(kind):
     tokenizer = tokenizers()[kind]
-    messages = [{"role": "system", "content": freetext.system_prompt(True)}]
+    messages = [{"role": "system", "content": freetext.Maze.system_prompt(True)}]
     stream = freetext.prompt_ids(tokenizer, True)
     for t, (observation, reply) in enumerate(zip(OBSERVATIONS, REPLIES)):
         messages += [{"role": "user", "content": observation},
