@@ -453,6 +453,67 @@ def test_shares_are_over_the_replies_written_not_over_every_step_of_the_horizon(
         "capped": 0.0}
 
 
+class Counter:
+    """A third text world, written as a user's would be (examples/textworld.py): count up to
+    the task seed; "up" is progress, "down" a step back, any other action changes nothing.
+    No demonstrator (it plays a model of --model's), so none of the tiny prior's members."""
+    label, task_sets = "Do", {"held-out": "held-out counts", "tuning": "tuning counts"}
+    reply = freetext.textworld.assessment_pattern(label)
+    ACT = re.compile(r"(?i)" + freetext.textworld.LABEL.format("do") + r"(?P<act>[a-z]+)")
+
+    @staticmethod
+    def system_prompt(guided: bool) -> str:
+        return "Count to the target." + (" Assessment: then Do: up or down." if guided else "")
+
+    @staticmethod
+    def read_action(text: str):
+        found = Counter.ACT.search(text)
+        return (found.span("act"), found.group("act").lower()) if found else (None, None)
+
+    @classmethod
+    def batch(cls, cfg, ft, count: int) -> list:
+        return [cls() for _ in range(count)]
+
+    side_by_side = staticmethod(lambda function, items: [function(item) for item in items])
+
+    def reset(self, seed: int):
+        self.count, self.target = 0, seed
+        return f"count:0 target:{seed}", {"optimal": seed, "task": seed}
+
+    def step(self, action):
+        move = {"up": 1, "down": -1}.get(action, 0)
+        self.count += move
+        done = self.count == self.target
+        return (f"count:{self.count} target:{self.target}", float(done), done,
+                {"truth": [1, 0, 2][move], "valid": bool(move), "score": 10 * self.count})
+
+
+def test_a_world_of_a_users_own_plays_through_its_registry_entry_alone(monkeypatch):
+    """Registered under a name and played through `play` unchanged: its system turn opens the
+    chat, its label's replies are read (the assessment up to the label, the action's text),
+    its truth is the step's, its score kept, and --mazes names its task sets."""
+    monkeypatch.setitem(freetext.WORLDS, "counter", Counter)
+    script = [["Assessment: neutral\nDo: up", "**Assessment:** fine\n**Do:** jump",
+               "Assessment: positive Do: up"], ["Do: up"]]
+    texts = [Counter.system_prompt(True), "count:0 target:2 count:1 target:1"] + script[0]
+    tokenizer = freetext.build_tokenizer("bpe", (texts + script[1]) * 3, vocab=200)
+    monkeypatch.setattr(freetext, "generate_replies", Scripted(tokenizer, script))
+    ft = freetext.FreeText(world="counter")
+    batch = freetext.play(None, tokenizer, [2, 1], True, tiny_config(max_steps=4), ft, 0)
+    assert tokenizer.decode(batch.prompt, skip_special_tokens=True) == Counter.system_prompt(True)
+    assert batch.steps.steps.tolist() == [3, 1] and batch.steps.env_return.tolist() == [1.0, 1.0]
+    assert batch.steps.guides[0, :3].tolist() == [1, 1, 0]  # "fine" unreadable: neutral
+    assert batch.unreadable[:, 0].tolist() == [False, True] and batch.unreadable[0, 1]
+    assert batch.steps.truths[0, :3].tolist() == [-1, 0, 1]  # the step before's truth
+    assert batch.invalid[0, :3].tolist() == [False, True, False] and not batch.unparseable.any()
+    assert batch.scores.tolist() == [20, 10]
+    transcript = batch.transcripts[0]  # the action's tokens get the action's advantage
+    for _, acted in transcript.spans:
+        assert {transcript.slots[k] for k in range(*acted)} == {sg.SLOT_ACTION}
+    assert tokenizer.decode(transcript.tokens[slice(*transcript.spans[1][1])]).strip() == "jump"
+    assert freetext.tasks_played(freetext.FreeText("counter", mazes="tuning")) == "tuning counts"
+
+
 def test_replies_carried_across_turns_equal_those_of_each_unpadded_stream():
     """The conversation and its KV cache carried from turn to turn, with holes (turns of
     several lengths, a reply that ends before another) and an episode that ends: each greedy
