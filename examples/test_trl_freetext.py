@@ -488,6 +488,16 @@ class Counter:
                 {"truth": [1, 0, 2][move], "valid": bool(move), "score": 10 * self.count})
 
 
+def test_a_world_without_a_demonstrator_asks_for_a_model_in_one_line(monkeypatch, capsys):
+    """No tiny prior to clone without a demonstrator: refused before any work, one line."""
+    monkeypatch.setitem(freetext.WORLDS, "maze", Counter)
+    with pytest.raises(SystemExit):
+        freetext.parse_config([])
+    assert "has no demonstrator to clone the tiny prior from: give a chat model (--model)" \
+        in capsys.readouterr().err
+    assert freetext.parse_config(["--model", "some-folder"])[1].model == "some-folder"
+
+
 def test_a_world_of_a_users_own_plays_through_its_registry_entry_alone(monkeypatch):
     """Registered under a name and played through `play` unchanged: its system turn opens the
     chat, its label's replies are read (the assessment up to the label, the action's text),

@@ -1146,6 +1146,9 @@ def parse_config(argv=None, own=None, description: str = __doc__.split("\n\n")[0
     if ft.world != "maze" and ft.example:
         parser.error("--example is the maze's format (its example walk); another world's system "
                      "turn says its own (ScienceWorld's lists example actions)")
+    if not ft.model and not hasattr(WORLDS[ft.world], "prior_demonstrations"):
+        parser.error(f"--world {ft.world} has no demonstrator to clone the tiny prior from: "
+                     f"give a chat model (--model)")
     if ft.world == "scienceworld" and cfg.eval_tasks > science_world.VARIATIONS["test"]:
         parser.error(f"--eval-tasks: ScienceWorld's find-* tasks have "
                      f"{science_world.VARIATIONS['test']} test (and dev) variations")
