@@ -30,6 +30,7 @@ from and the floor and ceiling every figure sits between.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -39,8 +40,10 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))         # textworld.py
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # toy_env (GUIDES)
 
+import textworld  # noqa: E402
 from toy_env import GUIDES  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
@@ -68,10 +71,9 @@ PHRASES = {  # the demonstrator's judgements as short phrases; the guide word is
     "positive": ["positive, that was progress", "positive, a step toward the task"],
     "neutral": ["neutral, nothing gained yet", "neutral, no progress"],
     "negative": ["negative, that went wrong", "negative, a wasted step"]}
-
-
-def system_prompt(guided: bool) -> str:
-    return SYSTEM + (ASK_GUIDED if guided else ASK_UNGUIDED)
+DETOUR = 0.5     # share of the demonstrations with one detour
+MISJUDGE = 0.1   # share of the demonstrator's judgements replaced by another polarity
+DRAW = "a new simulator per demonstration"  # in the caches' keys: how the corpus is drawn
 
 
 def check_installed():
@@ -167,6 +169,38 @@ def items_of(inventory: str) -> str:
 class ScienceWorld:
     """One episode of a find-* task in its own simulator (textworld.TextWorld)."""
     label = "Action"
+    reply = textworld.assessment_pattern(label)
+    task_sets = {"held-out": "test variations", "tuning": "dev variations"}
+    phrases, prior_key = PHRASES, ["scienceworld", DETOUR, MISJUDGE, DRAW]
+    side_by_side = staticmethod(side_by_side)  # in threads: each simulator its own process
+
+    @staticmethod
+    def system_prompt(guided: bool) -> str:
+        return SYSTEM + (ASK_GUIDED if guided else ASK_UNGUIDED)
+
+    @classmethod
+    def batch(cls, cfg, ft, count: int) -> list:
+        """A simulator each, from the pool, R_env as --env-reward says."""
+        return [cls(simulator, reward=ft.env_reward) for simulator in simulators(count)]
+
+    @classmethod
+    def prior_demonstrations(cls, cfg, ft, probe: int = 0) -> list:
+        """The demonstrator's episodes (`demonstrate`), each in both formats: --prior-episodes
+        of them over the train variations, or `probe` on dev variations. Drawn once for every
+        seed (they take the simulators minutes) and kept in --freetext-cache; a seed draws the
+        phrases."""
+        seeds = [TUNING + i for i in range(probe)] if probe else list(range(cfg.prior_episodes))
+        key = json.dumps([seeds, cfg.max_steps, FIND_TASKS, DETOUR, MISJUDGE, SYSTEM, DRAW])
+        path = Path(ft.freetext_cache) / (f"scienceworld-demonstrations-"
+                                          f"{hashlib.sha256(key.encode()).hexdigest()[:12]}.json")
+        if not path.exists():
+            from selfguide import write_atomic
+            drawn = demonstrations(seeds)
+            write_atomic(path, json.dumps([d["steps"][:cfg.max_steps] for d in drawn]))
+        phrases = random.Random(f"phrases-{cfg.seed}" + ("-probe" if probe else ""))
+        return [(guided, [(o, textworld.reply_text(g, a, guided, phrases, cls))
+                          for o, g, a in steps])
+                for steps in json.loads(path.read_text()) for guided in (True, False)]
 
     def __init__(self, simulator, tasks=FIND_TASKS, reward: str = "score"):
         self.simulator, self.server, self.tasks = simulator, simulator.server, tasks
@@ -225,9 +259,6 @@ ACTION = re.compile(r"(?i)\**action\**[ \t]*:\**[ \t]*(?P<action>[^\n]*)")
 
 # --- The demonstrator: the gold paths with detours, judged from the score's change ---
 
-DETOUR = 0.5     # share of the demonstrations with one detour
-MISJUDGE = 0.1   # share of the demonstrator's judgements replaced by another polarity
-DRAW = "a new simulator per demonstration"  # in the caches' keys: how the corpus is drawn
 DOOR = re.compile(r"A door to the ([^(\n]+?) \(that is (open|closed)\)")
 
 

@@ -127,7 +127,7 @@ def test_read_action_takes_the_text_as_written():
     assert read("Assessment: neutral") == (None, None) and read("Action:   ") == (None, None)
     import trl_freetext as freetext  # the assessment ends where the action starts, on one line
     text = "Assessment: positive Action: go to kitchen"
-    assessment, _, action = freetext.parse_reply(text, "scienceworld")
+    assessment, _, action = freetext.parse_reply(text, sw.ScienceWorld)
     assert (text[slice(*assessment)], action) == ("positive", "go to kitchen")
     text = "Assessment: x\naction: Move Apple to red box"
     span, action = read(text)
@@ -203,8 +203,9 @@ def test_the_free_text_path_plays_scienceworld_and_counts_the_valid_actions(monk
     _, info = sw.ScienceWorld(sw.simulators(1)[0]).reset(TEST, gold=True)
     replies = ([f"Assessment: neutral\nAction: {info['gold'][0]}x", "Assessment: hmm\nno action"]
                + [f"Assessment: positive\nAction: {a}" for a in info["gold"]])
-    texts = [sw.system_prompt(True), *replies, "No known action matches that input. (task: "
-             "find a(n) animal; room: hallway; inventory: an orange) This room is called the"]
+    texts = [sw.ScienceWorld.system_prompt(True), *replies, "No known action matches that "
+             "input. (task: find a(n) animal; room: hallway; inventory: an orange) This room is "
+             "called the"]
     tokenizer = freetext.build_tokenizer("bpe", texts * 3, vocab=400)
     monkeypatch.setattr(freetext, "generate_replies", Scripted(tokenizer, [replies]))
     batch = freetext.play(None, tokenizer, [TEST], True, cfg, ft, 0)

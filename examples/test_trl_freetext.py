@@ -33,7 +33,7 @@ OBSERVATIONS = ["at:1,0 goal:3,4 walls:W", "at:1,1 goal:3,4 walls:none",
 
 
 def corpus():
-    texts = [freetext.system_prompt(True), freetext.system_prompt(False),
+    texts = [freetext.Maze.system_prompt(True), freetext.Maze.system_prompt(False),
              "at:0123456789, goal: walls:NESW none cue:start warmer colder same up"]
     return (texts + REPLIES + OBSERVATIONS) * 3
 
@@ -110,7 +110,7 @@ def test_spans_hold_for_token_sequences_the_tokenizer_would_not_make():
 @pytest.mark.parametrize("kind", ["words", "bpe"])
 def test_environment_turns_are_what_the_template_puts_between_replies(kind):
     tokenizer = tokenizers()[kind]
-    messages = [{"role": "system", "content": freetext.system_prompt(True)}]
+    messages = [{"role": "system", "content": freetext.Maze.system_prompt(True)}]
     stream = freetext.prompt_ids(tokenizer, True)
     for t, (observation, reply) in enumerate(zip(OBSERVATIONS, REPLIES)):
         messages += [{"role": "user", "content": observation},
@@ -451,6 +451,77 @@ def test_shares_are_over_the_replies_written_not_over_every_step_of_the_horizon(
         "unreadable": pytest.approx(sum(r[1] for replies in played for r in replies) / written),
         "unparseable": pytest.approx(sum(r[2] for replies in played for r in replies) / written),
         "capped": 0.0}
+
+
+class Counter:
+    """A third text world, written as a user's would be (examples/textworld.py): count up to
+    the task seed; "up" is progress, "down" a step back, any other action changes nothing.
+    No demonstrator (it plays a model of --model's), so none of the tiny prior's members."""
+    label, task_sets = "Do", {"held-out": "held-out counts", "tuning": "tuning counts"}
+    reply = freetext.textworld.assessment_pattern(label)
+    ACT = re.compile(r"(?i)" + freetext.textworld.LABEL.format("do") + r"(?P<act>[a-z]+)")
+
+    @staticmethod
+    def system_prompt(guided: bool) -> str:
+        return "Count to the target." + (" Assessment: then Do: up or down." if guided else "")
+
+    @staticmethod
+    def read_action(text: str):
+        found = Counter.ACT.search(text)
+        return (found.span("act"), found.group("act").lower()) if found else (None, None)
+
+    @classmethod
+    def batch(cls, cfg, ft, count: int) -> list:
+        return [cls() for _ in range(count)]
+
+    side_by_side = staticmethod(lambda function, items: [function(item) for item in items])
+
+    def reset(self, seed: int):
+        self.count, self.target = 0, seed
+        return f"count:0 target:{seed}", {"optimal": seed, "task": seed}
+
+    def step(self, action):
+        move = {"up": 1, "down": -1}.get(action, 0)
+        self.count += move
+        done = self.count == self.target
+        return (f"count:{self.count} target:{self.target}", float(done), done,
+                {"truth": [1, 0, 2][move], "valid": bool(move), "score": 10 * self.count})
+
+
+def test_a_world_without_a_demonstrator_asks_for_a_model_in_one_line(monkeypatch, capsys):
+    """No tiny prior to clone without a demonstrator: refused before any work, one line."""
+    monkeypatch.setitem(freetext.WORLDS, "maze", Counter)
+    with pytest.raises(SystemExit):
+        freetext.parse_config([])
+    assert "has no demonstrator to clone the tiny prior from: give a chat model (--model)" \
+        in capsys.readouterr().err
+    assert freetext.parse_config(["--model", "some-folder"])[1].model == "some-folder"
+
+
+def test_a_world_of_a_users_own_plays_through_its_registry_entry_alone(monkeypatch):
+    """Registered under a name and played through `play` unchanged: its system turn opens the
+    chat, its label's replies are read (the assessment up to the label, the action's text),
+    its truth is the step's, its score kept, and --mazes names its task sets."""
+    monkeypatch.setitem(freetext.WORLDS, "counter", Counter)
+    script = [["Assessment: neutral\nDo: up", "**Assessment:** fine\n**Do:** jump",
+               "Assessment: positive Do: up"], ["Do: up"]]
+    texts = [Counter.system_prompt(True), "count:0 target:2 count:1 target:1"] + script[0]
+    tokenizer = freetext.build_tokenizer("bpe", (texts + script[1]) * 3, vocab=200)
+    monkeypatch.setattr(freetext, "generate_replies", Scripted(tokenizer, script))
+    ft = freetext.FreeText(world="counter")
+    batch = freetext.play(None, tokenizer, [2, 1], True, tiny_config(max_steps=4), ft, 0)
+    assert tokenizer.decode(batch.prompt, skip_special_tokens=True) == Counter.system_prompt(True)
+    assert batch.steps.steps.tolist() == [3, 1] and batch.steps.env_return.tolist() == [1.0, 1.0]
+    assert batch.steps.guides[0, :3].tolist() == [1, 1, 0]  # "fine" unreadable: neutral
+    assert batch.unreadable[:, 0].tolist() == [False, True] and batch.unreadable[0, 1]
+    assert batch.steps.truths[0, :3].tolist() == [-1, 0, 1]  # the step before's truth
+    assert batch.invalid[0, :3].tolist() == [False, True, False] and not batch.unparseable.any()
+    assert batch.scores.tolist() == [20, 10]
+    transcript = batch.transcripts[0]  # the action's tokens get the action's advantage
+    for _, acted in transcript.spans:
+        assert {transcript.slots[k] for k in range(*acted)} == {sg.SLOT_ACTION}
+    assert tokenizer.decode(transcript.tokens[slice(*transcript.spans[1][1])]).strip() == "jump"
+    assert freetext.tasks_played(freetext.FreeText("counter", mazes="tuning")) == "tuning counts"
 
 
 def test_replies_carried_across_turns_equal_those_of_each_unpadded_stream():

@@ -72,6 +72,7 @@ import selfguide as sg  # noqa: E402
 import toy_env  # noqa: E402
 import science_world  # noqa: E402
 import smollm2  # noqa: E402
+import textworld  # noqa: E402
 import trl_selfguide as bridge  # noqa: E402
 from toy_env import ACTIONS, GUIDES  # noqa: E402
 
@@ -87,7 +88,76 @@ def maze_seeds(mazes: str, count: int) -> list:
     return [MAZES[mazes] + i for i in range(count)]
 
 
-WORLDS = ("maze", "scienceworld")
+# --- The worlds (examples/textworld.py's protocol): the maze, ScienceWorld, --world's names ---
+
+SYSTEM = ("You walk a maze to its goal. Each turn shows your cell, the goal's cell and the "
+          "walls around you.")
+ASK_GUIDED = (" Reply with two lines: Assessment: how your last move went, positive, neutral "
+              "or negative, and why; then Move: north, east, south or west.")
+ASK_UNGUIDED = " Reply with one line: Move: north, east, south or west."
+PHRASES = {  # the demonstrator's judgements as short phrases; the guide word is what is read
+    "positive": ["positive, that got me closer", "positive, closer to the goal",
+                 "a positive step, good progress"],
+    "neutral": ["neutral, no progress", "neutral, nothing changed", "neutral, I stayed put"],
+    "negative": ["negative, that took me farther", "negative, farther from the goal",
+                 "a negative step, wrong way"]}
+# a fair reader's move (textworld.LABEL), its word also on the line after its label ("Move:\nsouth")
+MOVE = re.compile(r"(?i)" + textworld.LABEL.format("move") + r"(?:\n[ \t]*)?\**(?P<move>[a-z]+)")
+
+
+class Maze:
+    """selfguide's gridworld as a text world (textworld.TextWorld): the reply's move is one
+    of four words, anything else a bump; a step's truth is whether it shortened the path;
+    with --example a move into a wall is said so in the next turn."""
+    label = "Move"
+    reply = textworld.assessment_pattern(label)
+    task_sets = {"held-out": "held-out mazes", "tuning": "tuning mazes"}
+    phrases, prior_key = PHRASES, []
+
+    @staticmethod
+    def system_prompt(guided: bool) -> str:
+        return SYSTEM + (ASK_GUIDED if guided else ASK_UNGUIDED)
+
+    @staticmethod
+    def read_action(text: str):
+        move = MOVE.search(text)
+        word = move.group("move").lower() if move else None
+        return move.span("move") if move else None, word if word in ACTIONS else None
+
+    @classmethod
+    def batch(cls, cfg: sg.Config, ft: FreeText, count: int) -> list:
+        return [cls(cfg, ft.example) for _ in range(count)]
+
+    @staticmethod
+    def side_by_side(function, items) -> list:
+        return [function(item) for item in items]
+
+    @staticmethod
+    def prior_demonstrations(cfg: sg.Config, ft: FreeText, probe: int = 0) -> list:
+        return demonstrations(cfg, cfg.prior_episodes, probe) if probe else demonstrations(cfg)
+
+    def __init__(self, cfg: sg.Config, example: bool):
+        self.env, self.example = cfg.make_env(), example
+
+    def reset(self, seed: int) -> tuple[str, dict]:
+        observation, info = self.env.reset(seed=seed)
+        return observation, {"optimal": info["optimal_steps"], "task": self.env.maze,
+                             "cell": self.cell(info)}
+
+    def step(self, action: str | None) -> tuple[str, float, bool, dict]:
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        return (wall_note(observation, action, info["bumped"], self.example), reward,
+                terminated or truncated,
+                {"truth": GUIDES.index(toy_env.true_polarity(info["progress"])),
+                 "valid": action is not None, "cell": self.cell(info)})
+
+    @staticmethod
+    def cell(info: dict) -> int:
+        row, column = info["position"]
+        return row * toy_env.MAX_SIZE + column
+
+
+WORLDS = {"maze": Maze, "scienceworld": science_world.ScienceWorld}  # --world's names
 # ScienceWorld's own defaults (--world scienceworld; each can still be given): episodes of the
 # gold path's length and a few detours (3-16 actions), every test variation evaluated once at
 # the end, 32 episodes an iteration (a simulator each), a wider tiny model and vocabulary for
@@ -168,25 +238,6 @@ class FreeText:
 
 # --- The format: one chat turn per step ---
 
-SYSTEM = ("You walk a maze to its goal. Each turn shows your cell, the goal's cell and the "
-          "walls around you.")
-ASK_GUIDED = (" Reply with two lines: Assessment: how your last move went, positive, neutral "
-              "or negative, and why; then Move: north, east, south or west.")
-ASK_UNGUIDED = " Reply with one line: Move: north, east, south or west."
-PHRASES = {  # the demonstrator's judgements as short phrases; the guide word is what is read
-    "positive": ["positive, that got me closer", "positive, closer to the goal",
-                 "a positive step, good progress"],
-    "neutral": ["neutral, no progress", "neutral, nothing changed", "neutral, I stayed put"],
-    "negative": ["negative, that took me farther", "negative, farther from the goal",
-                 "a negative step, wrong way"]}
-# What a fair reader accepts of a reply: the labels in any case and in markdown bold
-# ("**Move:** south"), a space before a colon (a word-level tokenizer decodes with spaces
-# between), and the move's word on the line after its label ("Move:\nsouth").
-LABEL = r"\**{}\**[ \t]*:\**[ \t]*"  # "Move:", "**Move:**", "**Move**:", "move :"
-REPLY, SCIENCE_REPLY = (re.compile(r"(?i)" + LABEL.format("assessment") + r"(?P<assessment>"
-                                  r"[^\n]*?)[ \t]*(?:\n|(?=" + LABEL.format(label) + r")|$)")
-                       for label in ("move", "action"))  # the maze's, ScienceWorld's
-MOVE = re.compile(r"(?i)" + LABEL.format("move") + r"(?:\n[ \t]*)?\**(?P<move>[a-z]+)")
 # a minimal chat template for the tiny prior, in transformers' Jinja format (a chat model
 # brings its own): role headers and the end of turn are special tokens
 SPECIAL_TOKENS = ["<|pad|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
@@ -226,20 +277,12 @@ def wall_note(observation: str, move: str | None, bumped: bool, example: bool) -
     return f"{observation} blocked:{move}" if example and bumped and move else observation
 
 
-def system_prompt(guided: bool, world: str = "maze") -> str:
-    """The system turn: what the agent sees and the reply format (with or without the
-    assessment: one prior acts both ways, the paper's ReAct and ReAct w/ SG)."""
-    if world == "scienceworld":
-        return science_world.system_prompt(guided)
-    return SYSTEM + (ASK_GUIDED if guided else ASK_UNGUIDED)
-
-
-def opening(guided: bool, example: bool = False, cue: bool = True, world: str = "maze") -> list:
-    """The chat before the first observation: the system turn (the tiny prior's, or with
-    --example the format explained for a pretrained model), then with --example the example
-    walk's exchanges (their replies the move alone without the assessment)."""
+def opening(guided: bool, example: bool = False, cue: bool = True, world=Maze) -> list:
+    """The chat before the first observation: the world's system turn (with --example, the
+    maze's format explained for a pretrained model), then with --example the example walk's
+    exchanges (their replies the move alone without the assessment)."""
     if not example:
-        return [{"role": "system", "content": system_prompt(guided, world)}]
+        return [{"role": "system", "content": world.system_prompt(guided)}]
     chat = [{"role": "system", "content": EXPLAINED + (CUE if cue else "") + WALL
              + (ASK_TERSE if guided else ASK_UNGUIDED)}]
     for observation, with_cue, without_cue, move in EXAMPLE_WALK:
@@ -248,15 +291,6 @@ def opening(guided: bool, example: bool = False, cue: bool = True, world: str = 
                  {"role": "assistant", "content": f"Assessment: {judged}\nMove: {move}" if guided
                   else f"Move: {move}"}]
     return chat
-
-
-def reply_text(guide: str, action: str, guided: bool, rng: random.Random,
-               world: str = "maze") -> str:
-    """The demonstrator's reply: its judgement as a phrase, then its move (its action)."""
-    phrases, label = (science_world.PHRASES, "Action") if world == "scienceworld" else \
-        (PHRASES, "Move")
-    move = f"{label}: {action}"
-    return f"Assessment: {rng.choice(phrases[guide])}\n{move}" if guided else move
 
 
 def read_guide(text) -> int:
@@ -270,17 +304,12 @@ def read_guide(text) -> int:
     return 1 if sg.guide_to_reward(f"{text} positive") == 0 else -1
 
 
-def parse_reply(text: str, world: str = "maze"):
+def parse_reply(text: str, world=Maze):
     """(assessment, move, word): the character spans (start, end) of the assessment and of the
     move in a reply, None where missing; the move's word if it is one of ACTIONS, else None
     (in ScienceWorld the action's text as written, None where the reply has none)."""
-    reply = (SCIENCE_REPLY if world == "scienceworld" else REPLY).search(text)
-    assessment = reply.span("assessment") if reply else None
-    if world == "scienceworld":
-        return (assessment, *science_world.ScienceWorld.read_action(text))
-    move = MOVE.search(text)
-    word = move.group("move").lower() if move else None
-    return assessment, move.span("move") if move else None, word if word in ACTIONS else None
+    reply = world.reply.search(text)
+    return (reply.span("assessment") if reply else None, *world.read_action(text))
 
 
 # --- Tokens: the chat template's turns, and characters back to tokens ---
@@ -317,7 +346,7 @@ def render(tokenizer, messages, generation_prompt=False) -> list:
 
 
 def prompt_ids(tokenizer, guided: bool, example: bool = False, cue: bool = True,
-               world: str = "maze") -> list:
+               world=Maze) -> list:
     """The episode's prompt: the opening, the same for every task (so no prompt is padded,
     and positions are the same in generation and in TRL's scoring); with --example it ends
     where the example's reply ends, at its end-of-turn token, as the model's replies do."""
@@ -326,7 +355,7 @@ def prompt_ids(tokenizer, guided: bool, example: bool = False, cue: bool = True,
 
 
 def environment_turn(tokenizer, observation: str, guided: bool, first: bool,
-                     example: bool = False, cue: bool = True, world: str = "maze") -> list:
+                     example: bool = False, cue: bool = True, world=Maze) -> list:
     """The tokens the template puts between the model's last token (its end of turn) and its
     next reply: the user turn holding the observation, and the assistant's header. Found as
     TRL finds a tool's turn: a conversation rendered with and without it, the shorter cut at
@@ -380,32 +409,13 @@ def demonstrations(cfg: sg.Config, first: int = 0, count: int | None = None,
                                            cue_noise=cfg.cue_noise)
         shown = [o if t == 0 else wall_note(o, steps[t - 1][2], infos[t - 1]["bumped"], example)
                  for t, (o, _, _) in enumerate(steps)]
-        episodes += [(guided, [(o, reply_text(g, a, guided, phrases))
+        episodes += [(guided, [(o, textworld.reply_text(g, a, guided, phrases, Maze))
                                for o, (_, g, a) in zip(shown, steps)]) for guided in (True, False)]
     return episodes
 
 
-def scienceworld_demonstrations(cfg: sg.Config, ft: FreeText, probe: bool = False) -> list:
-    """ScienceWorld's demonstrator's episodes (science_world.demonstrate) as `demonstrations`
-    gives the maze's, each in both formats: --prior-episodes of them over the train variations,
-    or with `probe` PROBE_EPISODES on dev variations. Drawn once for every seed (they take the
-    simulators minutes) and kept in --freetext-cache; a seed draws the phrases."""
-    seeds = ([science_world.TUNING + i for i in range(PROBE_EPISODES)] if probe
-             else list(range(cfg.prior_episodes)))
-    key = json.dumps([seeds, cfg.max_steps, science_world.FIND_TASKS, science_world.DETOUR,
-                      science_world.MISJUDGE, science_world.SYSTEM, science_world.DRAW])
-    path = Path(ft.freetext_cache) / (f"scienceworld-demonstrations-"
-                                      f"{hashlib.sha256(key.encode()).hexdigest()[:12]}.json")
-    if not path.exists():
-        drawn = science_world.demonstrations(seeds)
-        sg.write_atomic(path, json.dumps([d["steps"][:cfg.max_steps] for d in drawn]))
-    phrases = random.Random(f"phrases-{cfg.seed}" + ("-probe" if probe else ""))
-    return [(guided, [(o, reply_text(g, a, guided, phrases, "scienceworld")) for o, g, a in steps])
-            for steps in json.loads(path.read_text()) for guided in (True, False)]
-
-
 def encode_episode(tokenizer, guided: bool, steps, example: bool = False, cue: bool = True,
-                   world: str = "maze"):
+                   world=Maze):
     """An episode [(observation, reply)] as the stream the rollout writes, from the same opening
     (--example, the cue): (token ids, written), written 1 on the reply tokens and each reply's
     end of turn, 0 on the prompt and the environment's turns."""
@@ -437,7 +447,7 @@ def make_model(cfg: sg.Config, ft: FreeText, tokenizer, positions: int):
         pad_token_id=tokenizer.pad_token_id))
 
 
-def turn_sequences(tokenizer, episodes, world: str = "maze") -> list:
+def turn_sequences(tokenizer, episodes, world=Maze) -> list:
     """Every step of the demonstrations as a chat of its own: the environment's turn, then the
     reply, with no system turn and no history before it: [(ids, written)]. (The turn as it
     stands between two replies, already cached by encode_episode: in the tiny prior's
@@ -502,7 +512,7 @@ def clone(model, sequences, cfg: sg.Config, device, updates: int = 0, desc: str 
 
 @torch.no_grad()
 def decisions_predicted(model, tokenizer, episodes, example: bool = False,
-                        cue: bool = True, world: str = "maze") -> dict:
+                        cue: bool = True, world=Maze) -> dict:
     """Teacher-forced on demonstrations (from the opening of --example and the cue): the share
     of the demonstrator's moves, and of its guide words, that the model's most likely next
     tokens write exactly (every token of the word). Cloning's diagnostic: a prior whose moves
@@ -531,13 +541,11 @@ def decisions_predicted(model, tokenizer, episodes, example: bool = False,
 
 
 def prior_folder(cfg: sg.Config, ft: FreeText) -> Path:
-    """The cached free-text prior of these settings: selfguide's prior key, and the format's
-    (and the world's, but the maze's)."""
-    world = [] if ft.world == "maze" else [ft.world, science_world.DETOUR, science_world.MISJUDGE,
-                                           science_world.DRAW]
+    """The cached free-text prior of these settings: selfguide's prior key, the format's and
+    the world's."""
+    world = WORLDS[ft.world]
     text = json.dumps([sg.prior_key(cfg), ft.architecture, ft.tokenizer, ft.vocab, ft.reply_tokens,
-                       ft.turn_updates, system_prompt(True, ft.world),
-                       PHRASES if ft.world == "maze" else science_world.PHRASES] + world)
+                       ft.turn_updates, world.system_prompt(True), world.phrases] + world.prior_key)
     return Path(ft.freetext_cache) / f"prior-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
@@ -550,11 +558,13 @@ def load_or_clone_prior(cfg: sg.Config, ft: FreeText, device) -> Path:
     folder = prior_folder(cfg, ft)
     if folder.exists():
         return folder
-    start, world = time.perf_counter(), ft.world
-    maze = world == "maze"
-    episodes = demonstrations(cfg) if maze else scienceworld_demonstrations(cfg, ft)
+    start, world = time.perf_counter(), WORLDS[ft.world]
+    # the maze's turns are all of about one length: its positions read off 200 demonstrations,
+    # its batches drawn at random, as its cached priors were; any other world's by length
+    maze = world is Maze
+    episodes = world.prior_demonstrations(cfg, ft)
     texts = [text for guided, steps in episodes
-             for text in [system_prompt(guided, world)] + [text for step in steps for text in step]]
+             for text in [world.system_prompt(guided)] + [text for step in steps for text in step]]
     tokenizer = build_tokenizer(ft.tokenizer, texts, ft.vocab)
     sequences = [encode_episode(tokenizer, guided, steps, world=world)
                  for guided, steps in episodes]
@@ -570,8 +580,7 @@ def load_or_clone_prior(cfg: sg.Config, ft: FreeText, device) -> Path:
     losses = clone(model, turn_sequences(tokenizer, episodes, world), cfg, device,
                    ft.turn_updates, "single turns", not maze) if ft.turn_updates else []
     losses += clone(model, sequences, cfg, device, by_length=not maze)
-    probe = (demonstrations(cfg, cfg.prior_episodes, PROBE_EPISODES) if maze
-             else scienceworld_demonstrations(cfg, ft, probe=True))
+    probe = world.prior_demonstrations(cfg, ft, PROBE_EPISODES)
     unseen = decisions_predicted(model.eval(), tokenizer, probe, world=world)
     temporary = sg.partial_path(folder)
     model.save_pretrained(temporary)
@@ -588,11 +597,9 @@ def load_or_clone_prior(cfg: sg.Config, ft: FreeText, device) -> Path:
                f"vocabulary), cloned in {time.perf_counter() - start:.0f} s, {ft.turn_updates} "
                f"updates on single turns and {len(losses) - ft.turn_updates} on whole chats, "
                f"final loss {losses[-1]:.3f} -> {folder}\n  teacher-forced on "
-               f"{PROBE_EPISODES} demonstrations it was not cloned on"
-               f"{'' if maze else ' (dev variations)'}, in both formats: "
-               f"{unseen['moves']:.0%} of the demonstrator's "
-               f"{'moves (chance: 25%)' if maze else 'actions'}, "
-               f"{unseen['guides']:.0%} of its guide words")
+               f"{PROBE_EPISODES} demonstrations it was not cloned on, in both formats: "
+               f"{unseen['moves']:.0%} of the demonstrator's {world.label.lower()}s"
+               f"{' (chance: 25%)' if maze else ''}, {unseen['guides']:.0%} of its guide words")
     return folder
 
 
@@ -660,7 +667,8 @@ class Episodes:
                                # what iteration_advantages and episode_metrics read
     capped: torch.Tensor       # (N, T) bool: a reply cut at --reply-tokens, before its end
     invalid: torch.Tensor | None = None  # (N, T) bool: an action the world could not take
-    scores: torch.Tensor | None = None   # (N,) ScienceWorld's final score (None: the maze)
+    scores: torch.Tensor | None = None   # (N,) the final score, where a world keeps one
+    # (ScienceWorld's info["score"]; None: the maze)
 
 
 class Chats:
@@ -723,7 +731,7 @@ def generate_replies(model, tokenizer, chats: Chats, ft: FreeText, temperature: 
 
 
 def cached_turn(tokenizer, observation: str, guided: bool, first: bool, example: bool = False,
-                cue: bool = True, world: str = "maze") -> list:
+                cue: bool = True, world=Maze) -> list:
     """environment_turn, memoised on the tokenizer itself (mazes repeat their observations;
     a cache keyed by the tokenizer's id could serve a new tokenizer another's turns)."""
     cache = tokenizer.__dict__.setdefault("_environment_turns", {})
@@ -742,7 +750,7 @@ def cached_answer(tokenizer, reply: str) -> list:
     return cache[reply]
 
 
-def read_reply(tokenizer, reply: list, guided: bool, world: str = "maze"):
+def read_reply(tokenizer, reply: list, guided: bool, world=Maze):
     """A reply's tokens -> (text, guide index (unreadable: -1), move or None, tokens of the
     assessment's part (the reply up to the assessment's end), assessment span, move span)."""
     text = tokenizer.decode(reply, skip_special_tokens=True, clean_up_tokenization_spaces=False)
@@ -753,63 +761,21 @@ def read_reply(tokenizer, reply: list, guided: bool, world: str = "maze"):
     return text, guide, move, judged[1] if guided and judged else 0, judged, moved
 
 
-class Maze:
-    """selfguide's gridworld as a text world (textworld.TextWorld): the reply's move is one
-    of four words, anything else a bump; a step's truth is whether it shortened the path;
-    with --example a move into a wall is said so in the next turn."""
-    label = "Move"
-
-    def __init__(self, cfg: sg.Config, example: bool):
-        self.env, self.example = cfg.make_env(), example
-
-    def reset(self, seed: int) -> tuple[str, dict]:
-        observation, info = self.env.reset(seed=seed)
-        return observation, {"optimal": info["optimal_steps"], "task": self.env.maze,
-                             "cell": self.cell(info)}
-
-    def step(self, action: str | None) -> tuple[str, float, bool, dict]:
-        observation, reward, terminated, truncated, info = self.env.step(action)
-        return (wall_note(observation, action, info["bumped"], self.example), reward,
-                terminated or truncated,
-                {"truth": GUIDES.index(toy_env.true_polarity(info["progress"])),
-                 "valid": action is not None, "cell": self.cell(info)})
-
-    @staticmethod
-    def cell(info: dict) -> int:
-        row, column = info["position"]
-        return row * toy_env.MAX_SIZE + column
-
-    @staticmethod
-    def read_action(text: str):
-        _, span, word = parse_reply(text)
-        return span, word
-
-
-def make_worlds(cfg: sg.Config, ft: FreeText, count: int) -> list:
-    """`count` worlds of --world, one per episode of a batch."""
-    if ft.world == "scienceworld":
-        return [science_world.ScienceWorld(simulator, reward=ft.env_reward)
-                for simulator in science_world.simulators(count)]
-    return [Maze(cfg, ft.example) for _ in range(count)]
-
-
 def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeText, seed: int,
          greedy: bool = False) -> Episodes:
     """One episode per task seed, all in one batch: per step the environment's turn, then a
     reply generated for every running episode, read, and stepped (ScienceWorld's simulators
     side by side)."""
-    n, horizon, world = len(task_seeds), cfg.max_steps, ft.world
-    worlds = make_worlds(cfg, ft, n)
-    side_by_side = science_world.side_by_side if world == "scienceworld" else \
-        (lambda function, items: [function(item) for item in items])
-    resets = side_by_side(lambda pair: pair[0].reset(pair[1]), list(zip(worlds, task_seeds)))
+    n, horizon, world = len(task_seeds), cfg.max_steps, WORLDS[ft.world]
+    worlds = world.batch(cfg, ft, n)
+    resets = world.side_by_side(lambda pair: pair[0].reset(pair[1]), list(zip(worlds, task_seeds)))
     observations = [observation for observation, _ in resets]
     prompt = prompt_ids(tokenizer, guided, ft.example, cfg.cue, world)
     transcripts = [Transcript() for _ in range(n)]
     guides, truths, cells = (torch.full((n, horizon), -1) for _ in range(3))
     unreadable, unparseable, capped, invalid = (torch.zeros(n, horizon, dtype=torch.bool)
                                                 for _ in range(4))
-    env_return, steps, truth, scores = [0.0] * n, [0] * n, [-1] * n, [0] * n
+    env_return, steps, truth, scores = [0.0] * n, [0] * n, [-1] * n, [None] * n
     cell = [info.get("cell", -1) for _, info in resets]
     running, chats = list(range(n)), Chats(n, tokenizer.pad_token_id)
     for t in range(horizon):
@@ -839,11 +805,11 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
             unparseable[i, t] = action is None
             capped[i, t] = tokenizer.eos_token_id not in reply
             actions.append(action)
-        results = side_by_side(lambda pair: worlds[pair[0]].step(pair[1]),
-                               list(zip(running, actions)))
+        results = world.side_by_side(lambda pair: worlds[pair[0]].step(pair[1]),
+                                     list(zip(running, actions)))
         for i, (observation, reward, done, info) in zip(list(running), results):
             observations[i], truth[i], cell[i] = observation, info["truth"], info.get("cell", -1)
-            invalid[i, t], scores[i] = not info["valid"], info.get("score", 0)
+            invalid[i, t], scores[i] = not info["valid"], info.get("score")
             env_return[i], steps[i] = env_return[i] + reward, t + 1
             if done:
                 running = [j for j in running if j != i]
@@ -857,7 +823,7 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
     return Episodes(prompt, transcripts, unreadable, unparseable, sg.Rollouts(
         torch.zeros_like(slots), slots, torch.zeros(slots.shape), guides, truths, cells,
         torch.tensor(env_return), taken, optimal),
-        capped, invalid, torch.tensor(scores) if world == "scienceworld" else None)
+        capped, invalid, None if None in scores else torch.tensor(scores))
 
 
 def spread_advantages(episodes: Episodes, advantages: torch.Tensor, rows) -> list:
@@ -1177,9 +1143,12 @@ def parse_config(argv=None, own=None, description: str = __doc__.split("\n\n")[0
         cfg = bridge.check_config(cfg)
     except SystemExit as refusal:
         parser.error(str(refusal).removeprefix("error: "))
-    if ft.world == "scienceworld" and ft.example:
-        parser.error("--example is the maze's format (its example walk); ScienceWorld's system "
-                     "turn lists example actions already")
+    if ft.world != "maze" and ft.example:
+        parser.error("--example is the maze's format (its example walk); another world's system "
+                     "turn says its own (ScienceWorld's lists example actions)")
+    if not ft.model and not hasattr(WORLDS[ft.world], "prior_demonstrations"):
+        parser.error(f"--world {ft.world} has no demonstrator to clone the tiny prior from: "
+                     f"give a chat model (--model)")
     if ft.world == "scienceworld" and cfg.eval_tasks > science_world.VARIATIONS["test"]:
         parser.error(f"--eval-tasks: ScienceWorld's find-* tasks have "
                      f"{science_world.VARIATIONS['test']} test (and dev) variations")
@@ -1232,9 +1201,7 @@ def report(trainer, cfg: sg.Config, ft: FreeText, tokenizer, out: Path, before: 
 def tasks_played(ft: FreeText) -> str:
     """What --mazes names in this world: the held-out or tuning mazes, or ScienceWorld's test
     or dev variations."""
-    if ft.world == "scienceworld":
-        return {"held-out": "test variations", "tuning": "dev variations"}[ft.mazes]
-    return f"{ft.mazes} mazes"
+    return WORLDS[ft.world].task_sets[ft.mazes]
 
 
 def show_episodes(model, tokenizer, cfg: sg.Config, ft: FreeText) -> str:
