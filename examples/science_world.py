@@ -195,6 +195,7 @@ class ScienceWorld:
                                           f"{hashlib.sha256(key.encode()).hexdigest()[:12]}.json")
         if not path.exists():
             from selfguide import write_atomic
+            path.parent.mkdir(parents=True, exist_ok=True)  # before the minutes of drawing
             drawn = demonstrations(seeds)
             write_atomic(path, json.dumps([d["steps"][:cfg.max_steps] for d in drawn]))
         phrases = random.Random(f"phrases-{cfg.seed}" + ("-probe" if probe else ""))

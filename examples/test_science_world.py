@@ -182,6 +182,22 @@ def test_a_demonstration_is_its_seeds_alone_whatever_was_drawn_before_or_beside_
                                            for s in (0, 1, 2)]
 
 
+def test_the_corpus_is_kept_in_a_cache_folder_made_for_it(monkeypatch, tmp_path):
+    """From nothing: --freetext-cache need not exist (the corpus, minutes of drawing, is
+    written there whole), and a second call reads it back without drawing."""
+    import trl_freetext as freetext
+    drawn = [{"seed": i, "index": i, "steps": [("look", "neutral", "open door")]} for i in range(3)]
+    calls = []
+    monkeypatch.setattr(sw, "demonstrations",
+                        lambda seeds: calls.append(seeds) or drawn[:len(seeds)])
+    cfg, ft = freetext.parse_config(["--world", "scienceworld", "--prior-episodes", "3",
+                                     "--freetext-cache", str(tmp_path / "not" / "yet")])
+    first = sw.ScienceWorld.prior_demonstrations(cfg, ft)
+    again = sw.ScienceWorld.prior_demonstrations(cfg, ft)
+    assert first == again and calls == [[0, 1, 2]]
+    assert len(first) == 6 and first[0][1][0][1].endswith("\nAction: open door")
+
+
 def test_simpler_gold_names_what_was_picked_up_and_drops_a_plants_stage():
     assert sw.simpler_gold(["focus on adult pea plant", "pick up flower pot 3",
                             "move flower pot 3 containing pea plant and soil in inventory to "
