@@ -37,6 +37,7 @@ import random
 import re
 import shutil
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -90,15 +91,21 @@ def check_installed():
 # --- The simulators: one per episode played side by side, started once per process ---
 
 _POOL: list = []
+# A simulator's output depends on its history (fresh_simulator), so the pool grows, and the
+# splits are listed, by one thread at a time: the episodes of a batch, reset side by side,
+# would otherwise each start a simulator for the pool, or load tasks on the pool's first
+# simulator in the middle of its own episode
+_LOCK = threading.Lock()
 
 
 def simulators(count: int) -> list:
     """`count` simulators, started where the pool has fewer (about a second each)."""
-    missing = count - len(_POOL)
-    if missing > 0:
-        with ThreadPoolExecutor(THREADS) as threads:
-            _POOL.extend(threads.map(lambda _: fresh_simulator(), range(missing)))
-    return _POOL[:count]
+    with _LOCK:
+        missing = count - len(_POOL)
+        if missing > 0:
+            with ThreadPoolExecutor(THREADS) as threads:
+                _POOL.extend(threads.map(lambda _: fresh_simulator(), range(missing)))
+        return _POOL[:count]
 
 
 def fresh_simulator():
@@ -125,16 +132,20 @@ _PAIRS: dict = {}
 def task_pairs(split: str, tasks=FIND_TASKS) -> list:
     """The (task, variation) pairs of a split, the tasks in turn: [(task, variation)]."""
     key = (split, tuple(tasks))
-    if key not in _PAIRS:
-        simulator, lists = simulators(1)[0], []
-        for task in tasks:
-            simulator.load(task, 0, "")
-            lists.append({"train": simulator.get_variations_train,
-                          "dev": simulator.get_variations_dev,
-                          "test": simulator.get_variations_test}[split]())
-        _PAIRS[key] = [(task, variations[k]) for k in range(max(map(len, lists)))
-                       for task, variations in zip(tasks, lists) if k < len(variations)]
-    return _PAIRS[key]
+    with _LOCK:  # listed once, on a simulator of its own: no episode's history holds it
+        if key not in _PAIRS:
+            simulator, lists = fresh_simulator(), []
+            try:
+                for task in tasks:
+                    simulator.load(task, 0, "")
+                    lists.append({"train": simulator.get_variations_train,
+                                  "dev": simulator.get_variations_dev,
+                                  "test": simulator.get_variations_test}[split]())
+            finally:
+                simulator.close()
+            _PAIRS[key] = [(task, variations[k]) for k in range(max(map(len, lists)))
+                           for task, variations in zip(tasks, lists) if k < len(variations)]
+        return _PAIRS[key]
 
 
 def split_of(seed: int) -> str:

@@ -50,6 +50,27 @@ def test_the_splits_are_the_simulators_own_and_seeds_reach_only_their_split():
         sw.pair_of(TEST + 300)
 
 
+def test_a_batch_reset_side_by_side_grows_the_pool_once_and_lists_the_splits_apart(monkeypatch):
+    """The first batch of a process: its episodes, reset in threads, ask for the pool and the
+    splits at once; one simulator joins the pool (not one per thread), and the splits are
+    listed on a simulator of their own, not on the pool's first, whose episode it would
+    interleave with (a simulator's output depends on its history)."""
+    pool, started = [], []
+    monkeypatch.setattr(sw, "_POOL", pool)
+    monkeypatch.setattr(sw, "_PAIRS", {})
+    fresh = sw.fresh_simulator
+    monkeypatch.setattr(sw, "fresh_simulator", lambda: started.append(fresh()) or started[-1])
+    try:
+        firsts = sw.side_by_side(lambda i: (sw.simulators(1)[0], sw.pair_of(TEST + i)),
+                                 list(range(4)))
+        assert len(pool) == 1 and {id(simulator) for simulator, _ in firsts} == {id(pool[0])}
+        assert len(started) == 2 and sum(simulator is pool[0] for simulator in started) == 1
+        assert [pair for _, pair in firsts] == [(*sw.task_pairs("test")[i], i) for i in range(4)]
+    finally:
+        for simulator in started:
+            simulator.close()
+
+
 def test_no_test_or_dev_variation_reaches_a_training_batch_or_a_demonstration():
     """Every task seed a run trains on (TRL's prompts, as trl_selfguide.task_seeds draws them)
     and every demonstration seed plays a train variation; the evaluation's seeds the test
