@@ -52,8 +52,12 @@ FIND_TASKS = ("find-animal", "find-living-thing", "find-non-living-thing", "find
 INSTALL = ("pip install scienceworld==1.2.3, and a Java runtime (apt-get install -y "
            "default-jre-headless)")
 # a small heap: a simulator in about 250 MB of memory, started in a second or two (listing a
-# task's variations needs more than 96 MB of heap)
-JAVA_OPTIONS = "-Xmx160m -Xss512k -XX:+UseSerialGC"
+# task's variations needs more than 96 MB of heap); and every object's identity hash the same
+# (-XX:hashCode=2): ScienceWorld 1.2.3 plans a gold path over hash sets, whose order with the
+# JVM's default hashes changes from one JVM to the next (the same loads in a new simulator
+# focused a gold path on another animal in about one run in four)
+JAVA_OPTIONS = ("-Xmx160m -Xss512k -XX:+UseSerialGC -XX:+UnlockExperimentalVMOptions "
+                "-XX:hashCode=2")
 UNKNOWN = ("No known action matches that input.", "Unknown action.")
 AMBIGUOUS = "Ambiguous request"
 HELD_OUT, TUNING = 10**9, 2 * 10**9  # selfguide's held-out and tuning seed bases
@@ -74,7 +78,8 @@ PHRASES = {  # the demonstrator's judgements as short phrases; the guide word is
     "negative": ["negative, that went wrong", "negative, a wasted step"]}
 DETOUR = 0.5     # share of the demonstrations with one detour
 MISJUDGE = 0.1   # share of the demonstrator's judgements replaced by another polarity
-DRAW = "a new simulator per demonstration"  # in the caches' keys: how the corpus is drawn
+DRAW = ("a new simulator per demonstration", JAVA_OPTIONS)  # in the caches' keys: how the
+# corpus is drawn
 
 
 def check_installed():
@@ -109,12 +114,15 @@ def simulators(count: int) -> list:
 
 
 def fresh_simulator():
-    """A simulator of its own: ScienceWorld 1.2.3 lists a room and plans its gold path
-    differently on each load of one variation, the same way in every new process, so a draw
-    depends on the simulator's history; a new one makes it the draw's alone."""
+    """A simulator of its own, with JAVA_OPTIONS' constant identity hashes: under the JVM's
+    default ones ScienceWorld 1.2.3 lists a room and plans a gold path differently on each
+    load of one variation and in each new JVM (under constant ones six loads agree); a new
+    simulator for each demonstration keeps a draw its own, whatever else a simulator holds."""
     check_installed()
     from scienceworld import ScienceWorldEnv
-    os.environ.setdefault("JAVA_TOOL_OPTIONS", JAVA_OPTIONS)
+    options = os.environ.get("JAVA_TOOL_OPTIONS", "")
+    if JAVA_OPTIONS not in options:  # after a user's own options: the JVM reads the last
+        os.environ["JAVA_TOOL_OPTIONS"] = f"{options} {JAVA_OPTIONS}".strip()
     return ScienceWorldEnv("", envStepLimit=10**6)
 
 
