@@ -96,10 +96,9 @@ def check_installed():
 # --- The simulators: one per episode played side by side, started once per process ---
 
 _POOL: list = []
-# A simulator's output depends on its history (fresh_simulator), so the pool grows, and the
-# splits are listed, by one thread at a time: the episodes of a batch, reset side by side,
-# would otherwise each start a simulator for the pool, or load tasks on the pool's first
-# simulator in the middle of its own episode
+# The pool grows, and the splits are listed, by one thread at a time: the episodes of a batch,
+# reset side by side, would otherwise each start a simulator for the pool, or load tasks on
+# the pool's first simulator in the middle of that simulator's own episode
 _LOCK = threading.Lock()
 
 
