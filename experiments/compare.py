@@ -458,8 +458,11 @@ def paired_interval(differences) -> tuple[float, float]:
 
 
 def interval_text(differences) -> str:
-    """Paired differences as the tables print them: mean [95% t-interval]."""
+    """Paired differences as the tables print them: mean [95% t-interval]; one pair (a
+    one-seed run) has no interval, and says so rather than print nan."""
     mean, half = paired_interval(differences)
+    if math.isnan(half):
+        return f"{mean:+.3f} [one pair: no interval]"
     return f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]"
 
 

@@ -250,7 +250,8 @@ def table(result: dict) -> str:
             differences = [a - b for a, b in zip(mine, theirs)]
         text.append(f"  {name}, {key}: {compare.interval_text(differences)}, above on "
                     f"{sum(d > 0 for d in differences)}, below on "
-                    f"{sum(d < 0 for d in differences)} of {len(differences)} {over}: "
+                    f"{sum(d < 0 for d in differences)} of {len(differences)} "
+                    f"{over if len(differences) > 1 else over[:-1]}: "
                     f"{compare.verdict(differences)}")
     return "\n".join(lines + text)
 

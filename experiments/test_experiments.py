@@ -154,6 +154,8 @@ def test_paired_interval_matches_a_hand_computed_t_interval():
     sd = math.sqrt(sum((d - mean) ** 2 for d in differences) / 4)
     assert compare.paired_interval(differences) == pytest.approx((mean, 2.776 * sd / math.sqrt(5)))
     assert math.isnan(compare.paired_interval([0.1])[1])
+    assert compare.interval_text([0.1]) == "+0.100 [one pair: no interval]"  # not "[+nan, +nan]"
+    assert compare.verdict([0.1]) == "not resolved"
 
 
 def test_paired_interval_past_twenty_degrees_of_freedom_stays_near_the_t_table():
@@ -1789,3 +1791,6 @@ def test_the_scienceworld_table_judges_its_registered_claims_on_made_up_figures(
     assert "M5 ReAct w/ SG - ReAct, score: +18.750" in text  # (100 + 0 + 0 - 25) / 4
     assert lines["G1 the guide's balanced accuracy, GRPO w/ SG & GR - ReAct w/ SG, "
                  "guide_balanced_accuracy"].split(": ")[1].startswith("+0.100")
+    one = table.table({**result, "seeds": [1], "per_seed": per_seed[:1]})  # README's --seeds 1
+    assert "S1 GRPO - ReAct, success: +0.100 [one pair: no interval], above on 1, below on 0 " \
+           "of 1 seed: not resolved" in one and "nan" not in one
