@@ -66,8 +66,8 @@ def test_a_batch_reset_side_by_side_grows_the_pool_once_and_lists_the_splits_apa
         assert len(pool) == 1 and {id(simulator) for simulator, _ in firsts} == {id(pool[0])}
         assert len(started) == 2 and sum(simulator is pool[0] for simulator in started) == 1
         assert [pair for _, pair in firsts] == [(*sw.task_pairs("test")[i], i) for i in range(4)]
-    finally:  # the pool's only: task_pairs closed its own, and a second close() races the
-        for simulator in pool:  # exiting JVM for its stdin (a BrokenPipeError, now and then)
+    finally:  # the pool's only: task_pairs closed its own, and the package's close() is not
+        for simulator in pool:  # safe twice (it writes to the JVM's stdin: a BrokenPipeError)
             simulator.close()
 
 
