@@ -13,8 +13,12 @@ from and the floor and ceiling every figure sits between.
   ranges: training and demonstration seeds (below 10^9) the train variations, held-out seeds
   (10^9 on) the test variations, tuning seeds (2 x 10^9 on) the dev variations, the four tasks
   in turn. Nothing trains on a dev or test variation.
-- A turn: the step's observation, then what ScienceWorld's own baselines read every step
-  besides it (the task, the room from `look`'s first line, the inventory), on one line.
+- A turn shows the whole task on every turn, as ScienceWorld's own agents read it ("find a(n)
+  animal. First, focus on the thing. Then, move it to the red box in the kitchen."), with the
+  step's observation, the room (from `look`'s first line) and the inventory. With --window K
+  (the default, 4) the player reads the system turn and this turn alone, which also lists its
+  last K actions; with --window 0 it reads the whole chat. Demonstrations are kept as each
+  step's parts (`Parts`), so a new format or step cap renders from one draw.
 - An action is the reply's text as written, no matching: text the simulator does not know
   ("No known action matches that input.") or that names several things (an ambiguous
   request, cancelled) changes nothing; the step counts, and the share of valid actions is
@@ -65,8 +69,9 @@ SPLITS = {"train": 0, "test": HELD_OUT, "dev": TUNING}  # each split's first see
 VARIATIONS = {"train": 600, "dev": 300, "test": 300}  # the find-* tasks' pairs (a test checks)
 THREADS = 8  # simulators stepped side by side (each a process of its own)
 
-SYSTEM = ("You are an agent in a house, doing a science task. Each turn shows what your last "
-          "action did, then the task, the room you are in and what you carry.")
+SYSTEM = ("You are an agent in a house, doing a science task. Each turn shows the task, what "
+          "your last action did, the room you are in and what you carry, and may list your "
+          "recent actions.")
 ASK_GUIDED = (" Reply with two lines: Assessment: how your last action went, positive, neutral "
               "or negative, and why; then Action: one action, such as open door to kitchen, go "
               "to kitchen, look around, focus on apple, pick up apple, move apple to red box.")
@@ -78,6 +83,7 @@ PHRASES = {  # the demonstrator's judgements as short phrases; the guide word is
     "negative": ["negative, that went wrong", "negative, a wasted step"]}
 DETOUR = 0.5     # share of the demonstrations with one detour
 MISJUDGE = 0.1   # share of the demonstrator's judgements replaced by another polarity
+PARTS = ("result", "room", "inventory")  # what a demonstration keeps of each step
 DRAW = ("a new simulator per demonstration", JAVA_OPTIONS)  # in the caches' keys: how the
 # corpus is drawn
 
@@ -184,63 +190,101 @@ def items_of(inventory: str) -> str:
     return ", ".join(items) or "nothing"
 
 
+# What a turn shows, rendered from a step's parts (the caches' keys hold this text: a new
+# format is a new corpus rendering and a new prior). {recent}: the last --window actions
+TURN = {"window": "Task: {task}\nRecent actions: {recent}\nObservation: {result}\n"
+                  "Room: {room}. Inventory: {inventory}.",
+        "chat": "{result}\n(task: {task} Room: {room}. Inventory: {inventory}.)"}
+
+
+def turn_text(parts: dict, task: str, actions: list, window: int) -> str:
+    """The turn of a step from its parts ({"result", "room", "inventory"}), the episode's
+    whole task and the actions taken so far: with window K > 0 the turn the player reads
+    alone, with its last K actions; with 0 a turn of the whole chat."""
+    recent = "; ".join(actions[-window:]) if window and actions else "none yet"
+    return TURN["window" if window else "chat"].format(task=task, recent=recent, **parts)
+
+
+def shown(demonstration: dict, window: int, steps: int) -> list:
+    """A demonstration's first `steps` steps as play shows them: [(turn, guide, action)]."""
+    return [(turn_text(parts, demonstration["task"], [a for _, _, a in
+                                                       demonstration["steps"][:t]], window),
+             guide, action)
+            for t, (parts, guide, action) in enumerate(demonstration["steps"][:steps])]
+
+
 class ScienceWorld:
     """One episode of a find-* task in its own simulator (textworld.TextWorld)."""
     label = "Action"
     reply = textworld.assessment_pattern(label)
-    task_sets = {"held-out": "test variations", "tuning": "dev variations"}
-    phrases, prior_key = PHRASES, ["scienceworld", DETOUR, MISJUDGE, DRAW]
+    task_sets = {"held-out": "test variations", "tuning": "dev variations",
+                 "training": "train variations"}
+    phrases = PHRASES
     side_by_side = staticmethod(side_by_side)  # in threads: each simulator its own process
 
     @staticmethod
     def system_prompt(guided: bool) -> str:
         return SYSTEM + (ASK_GUIDED if guided else ASK_UNGUIDED)
 
+    @staticmethod
+    def prior_key(ft) -> list:
+        """What the prior's cache key holds besides the settings: how the corpus is drawn and
+        what a turn shows."""
+        return ["scienceworld", DETOUR, MISJUDGE, DRAW, TURN, ft.window, ft.corpus]
+
+    @staticmethod
+    def reads_one_turn(ft) -> bool:
+        """Does the player read the system turn and the latest turn alone (--window > 0)?"""
+        return ft.window > 0
+
     @classmethod
     def batch(cls, cfg, ft, count: int) -> list:
         """A simulator each, from the pool, R_env as --env-reward says."""
-        return [cls(simulator, reward=ft.env_reward) for simulator in simulators(count)]
+        return [cls(simulator, reward=ft.env_reward, window=ft.window)
+                for simulator in simulators(count)]
 
     @classmethod
     def prior_demonstrations(cls, cfg, ft, probe: int = 0) -> list:
-        """The demonstrator's episodes (`demonstrate`), each in both formats: --prior-episodes
-        of them over the train variations, or `probe` on dev variations. Drawn once for every
-        seed (they take the simulators minutes) and kept in --freetext-cache; a seed draws the
-        phrases."""
+        """The demonstrator's episodes (`demonstrate`), each in both formats, rendered in
+        --window's turns and cut at --max-steps: --prior-episodes of them over the train
+        variations (--corpus gold: those without a detour), or `probe` on dev variations.
+        Drawn once (they take the simulators minutes) and kept as parts in --freetext-cache,
+        for any format, cap or seed; a seed draws the phrases."""
         seeds = [TUNING + i for i in range(probe)] if probe else list(range(cfg.prior_episodes))
-        key = json.dumps([seeds, cfg.max_steps, FIND_TASKS, DETOUR, MISJUDGE, SYSTEM, DRAW])
-        path = Path(ft.freetext_cache) / (f"scienceworld-demonstrations-"
-                                          f"{hashlib.sha256(key.encode()).hexdigest()[:12]}.json")
-        if not path.exists():
-            from selfguide import write_atomic
-            path.parent.mkdir(parents=True, exist_ok=True)  # before the minutes of drawing
-            drawn = demonstrations(seeds)
-            write_atomic(path, json.dumps([d["steps"][:cfg.max_steps] for d in drawn]))
+        drawn = corpus(seeds, ft.freetext_cache)
+        if ft.corpus == "gold" and not probe:
+            drawn = [d for d in drawn if not d["detour"]]
         phrases = random.Random(f"phrases-{cfg.seed}" + ("-probe" if probe else ""))
         return [(guided, [(o, textworld.reply_text(g, a, guided, phrases, cls))
-                          for o, g, a in steps])
-                for steps in json.loads(path.read_text()) for guided in (True, False)]
+                          for o, g, a in shown(d, ft.window, cfg.max_steps)])
+                for d in drawn for guided in (True, False)]
 
-    def __init__(self, simulator, tasks=FIND_TASKS, reward: str = "score"):
+    def __init__(self, simulator, tasks=FIND_TASKS, reward: str = "score", window: int = 0):
         self.simulator, self.server, self.tasks = simulator, simulator.server, tasks
-        self.score, self.task, self.reward = 0, "", reward
+        self.score, self.task, self.reward, self.window = 0, "", reward, window
+        self.parts, self.actions = {}, []
 
     def reset(self, seed: int, gold: bool = False) -> tuple[str, dict]:
         task, variation, index = pair_of(seed, self.tasks)
         self.simulator.load(task, variation, "", generateGoldPath=gold)  # a fresh start
-        self.score = 0
+        self.score, self.actions = 0, []
         description = self.server.freeActionTaskDesc().replace("Task Description:", "").strip()
-        self.task = description.split(".")[0].removeprefix("Your task is to ")
+        self.task = description.removeprefix("Your task is to ")  # the whole task
         info = {"task": index, "name": task, "variation": variation, "optimal": -1}
         if gold:
             info["gold"] = list(self.simulator.get_gold_action_sequence())
             info["optimal"] = len(info["gold"])
-        return f"{description}\n{self.server.freeActionLook().strip()}\n{self.state()}", info
+        look = self.server.freeActionLook().strip()
+        self.parts = self.observed(look, look)
+        return self.turn(), info
 
-    def state(self) -> str:
-        """The line every turn ends with: the task, the room and the inventory."""
-        return (f"(task: {self.task}; room: {room_of(self.server.freeActionLook())}; "
-                f"inventory: {items_of(self.server.freeActionInventory())})")
+    def observed(self, result: str, look: str) -> dict:
+        """A step's parts: what the action did, the room and the inventory."""
+        return {"result": result, "room": room_of(look),
+                "inventory": items_of(self.server.freeActionInventory())}
+
+    def turn(self) -> str:
+        return turn_text(self.parts, self.task, self.actions, self.window)
 
     def step(self, action: str | None) -> tuple[str, float, bool, dict]:
         if action is None:  # a reply that names no action: the step changes nothing
@@ -256,10 +300,13 @@ class ScienceWorld:
         truth = "positive" if score > self.score else "negative" if score < self.score \
             else "neutral"
         done = score < 0 or score >= 100 or bool(self.server.getCompleted())
-        reward = float(score >= 100) if self.reward == "success" else (score - self.score) / 100
+        reward = {"success": float(score >= 100), "score": (score - self.score) / 100,
+                  "clamped": (max(score, 0) - max(self.score, 0)) / 100}[self.reward]
         self.score = score
+        self.actions.append(action if action is not None else "(no action)")
+        self.parts = self.observed(result, self.server.freeActionLook())
         info = {"truth": GUIDES.index(truth), "valid": valid, "score": score}
-        return f"{result}\n{self.state()}", reward, done, info
+        return self.turn(), reward, done, info
 
     @staticmethod
     def read_action(text: str):
@@ -316,17 +363,19 @@ def demonstrate(world: ScienceWorld, seed: int, rng: random.Random, plain: bool 
     action: the score's change since the last action (rose: positive; fell: negative), its
     own detour's wrong step negative, else neutral; MISJUDGE of them replaced by another word.
     `plain`: the gold path as the simulator gives it, without a detour. Returns
-    ([(observation, guide, action)], the final score, the gold path)."""
-    observation, info = world.reset(seed, gold=True)
+    ([(the step's parts, guide, action)], the final score, the gold path, whether it took a
+    detour)."""
+    _, info = world.reset(seed, gold=True)
     gold = info["gold"]
     plan = [(a, False) for a in (gold if plain else simpler_gold(gold))]
     if not plain and rng.random() < DETOUR:
         at = rng.randrange(len(plan))
         plan[at:at] = [(misspelt(plan[at][0], rng), True)]
     wrong_room = not plain and rng.random() < 0.5 and not any(wrong for _, wrong in plan)
-    steps, last_score, mistake, score = [], 0, False, 0
+    steps, last_score, mistake, score, detour = [], 0, False, 0, False
     while plan:
         action, wrong = plan.pop(0)
+        detour = detour or wrong
         if wrong_room and action.startswith("open door to ") and rng.random() < 0.5:
             here = room_of(world.server.freeActionLook())
             doors = [d for d, _ in DOOR.findall(world.server.freeActionLook())
@@ -334,18 +383,18 @@ def demonstrate(world: ScienceWorld, seed: int, rng: random.Random, plain: bool 
             if doors:  # through a wrong door and back, then the planned action
                 other, wrong_room = rng.choice(doors), False
                 plan[:0] = [(f"go to {other}", True), (f"go to {here}", False), (action, wrong)]
-                action, wrong = f"open door to {other}", False
+                action, wrong, detour = f"open door to {other}", False, True
         judged = "positive" if score > last_score else "negative" if score < last_score \
             or mistake else "neutral"
         if steps and rng.random() < MISJUDGE:
             judged = rng.choice([g for g in GUIDES if g != judged])
-        steps.append((observation, judged if steps else "neutral", action))
+        steps.append((world.parts, judged if steps else "neutral", action))
         last_score = score
-        observation, _, done, info = world.step(action)
+        _, _, done, info = world.step(action)
         score, mistake = info["score"], wrong
         if done:
             break
-    return steps, score, gold
+    return steps, score, gold, detour
 
 
 def demonstrations(seeds: list, tasks=FIND_TASKS, workers: int = 4) -> list:
@@ -353,8 +402,8 @@ def demonstrations(seeds: list, tasks=FIND_TASKS, workers: int = 4) -> list:
     side by side, each on a new simulator (fresh_simulator: the same seed draws the same
     demonstration whatever was drawn before it or beside it); only those that finish the task
     (score 100) are kept (one that does not, its stage-bound referents outrun by a detour, is
-    drawn again plain): [{"seed": seed, "steps": [(observation, guide, action)]}], in the
-    seeds' order."""
+    drawn again plain): [{"seed", "index", "task" (the whole task), "detour" (whether it
+    took one), "steps": [(the step's parts, guide, action)]}], in the seeds' order."""
     bar = tqdm(total=len(seeds), desc="ScienceWorld demonstrations", leave=False)
 
     def draw(worker: int) -> list:
@@ -364,17 +413,32 @@ def demonstrations(seeds: list, tasks=FIND_TASKS, workers: int = 4) -> list:
             rng, simulator = random.Random(f"demonstration-{seeds[i]}"), fresh_simulator()
             try:  # its JVM closed whatever happens
                 world = ScienceWorld(simulator, tasks)
-                steps, score, _ = demonstrate(world, seeds[i], rng)
+                steps, score, _, detour = demonstrate(world, seeds[i], rng)
                 if score < 100:
-                    steps, score, _ = demonstrate(world, seeds[i], rng, plain=True)
+                    steps, score, _, detour = demonstrate(world, seeds[i], rng, plain=True)
             finally:
                 simulator.close()
             if score >= 100:
-                kept.append({"seed": seeds[i], "index": i, "steps": steps})
+                kept.append({"seed": seeds[i], "index": i, "task": world.task,
+                             "detour": detour, "steps": steps})
         return kept
     kept = [d for part in side_by_side(draw, list(range(workers))) for d in part]
     bar.close()
     return sorted(kept, key=lambda d: d["index"])
+
+
+def corpus(seeds: list, folder) -> list:
+    """`demonstrations` of these seeds, drawn once and kept in `folder` as JSON (their steps'
+    parts, so any turn format or step cap renders from one draw), keyed by how they are
+    drawn."""
+    key = json.dumps([seeds, FIND_TASKS, DETOUR, MISJUDGE, DRAW, PARTS])
+    path = Path(folder) / (f"scienceworld-demonstrations-"
+                           f"{hashlib.sha256(key.encode()).hexdigest()[:12]}.json")
+    if not path.exists():
+        from selfguide import write_atomic
+        path.parent.mkdir(parents=True, exist_ok=True)  # before the minutes of drawing
+        write_atomic(path, json.dumps(demonstrations(seeds)))
+    return json.loads(path.read_text())
 
 
 # --- The floor and the ceiling: a random valid action, and the gold path ---
@@ -444,6 +508,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None):
     args = parse_args(argv)
     check_installed()
+    if args.out:  # its folder made (or refused in one line) before the minutes of play
+        from selfguide import checked_folder
+        checked_folder(Path(args.out).resolve().parent, "--out's folder")
     played = baselines(args.split, args.max_steps, seed=args.seed)
     trained = {g["target"] for g in baselines_targets("train")}
     met = sum(g["target"] in trained for g in played["gold"])
@@ -455,7 +522,8 @@ def main(argv=None):
           f"variation asks for too; never asked in training: "
           f"{', '.join(sorted({g['target'] for g in played['gold']} - trained))}")
     if args.out:
-        Path(args.out).write_text(json.dumps(played))
+        from selfguide import write_atomic
+        write_atomic(Path(args.out), json.dumps(played))
     return played
 
 

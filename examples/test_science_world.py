@@ -83,6 +83,10 @@ def test_no_test_or_dev_variation_reaches_a_training_batch_or_a_demonstration():
     held_out = set(sw.task_pairs("test")) | set(sw.task_pairs("dev"))
     assert not train & held_out  # the simulator's splits share no (task, variation)
     trained = {sw.pair_of(seed)[:2] for seed in bridge.task_seeds(cfg)}
+    fixed = freetext.parse_config(["--world", "scienceworld", "--train-tasks", "8"])
+    assert {sw.pair_of(seed)[:2] for seed in freetext.task_seeds(*fixed)} \
+        == {sw.pair_of(seed)[:2] for seed in freetext.maze_seeds("training", 8)} \
+        == set(sw.task_pairs("train")[:8])  # the loop's first check: 8 train variations
     demonstrated = {sw.pair_of(seed)[:2] for seed in range(cfg.prior_episodes)}
     assert trained <= train and demonstrated <= train
     assert len(demonstrated) == len(train)  # every train variation is demonstrated
@@ -94,10 +98,11 @@ def test_no_test_or_dev_variation_reaches_a_training_batch_or_a_demonstration():
 def test_a_gold_path_replayed_reaches_100_and_each_rise_is_positive():
     """The gold path: each step valid, its truth the score's change; R_env 1 either way (the
     score's rises / 100 add up to it; success pays it on the last step alone)."""
-    for reward in ("score", "success"):
+    for reward in ("score", "clamped", "success"):
         world = sw.ScienceWorld(sw.simulators(1)[0], reward=reward)
         observation, info = world.reset(TEST, gold=True)
-        assert "Your task is to find" in observation and observation.endswith(")")
+        assert "(task: find a(n) animal. First, focus" in observation
+        assert observation.endswith(")")
         score, truths, rewards = 0, [], []
         for action in info["gold"]:
             observation, reward_paid, done, step = world.step(action)
@@ -105,7 +110,7 @@ def test_a_gold_path_replayed_reaches_100_and_each_rise_is_positive():
             truths.append(step["truth"])
             rewards.append(reward_paid)
             assert step["truth"] == (POSITIVE if step["score"] > score else NEUTRAL)
-            assert reward_paid == pytest.approx((step["score"] - score) / 100 if reward == "score"
+            assert reward_paid == pytest.approx((step["score"] - score) / 100 if reward != "success"
                                                 else float(step["score"] == 100))
             score = step["score"]
         assert (score, done, sum(rewards)) == (100, True, pytest.approx(1.0))
@@ -134,7 +139,7 @@ def test_an_ambiguous_action_is_cancelled_and_changes_nothing(world):
 
 
 def test_focusing_on_a_wrong_thing_ends_the_episode_at_minus_100():
-    for reward, paid in (("score", -1.0), ("success", 0.0)):
+    for reward, paid in (("score", -1.0), ("clamped", 0.0), ("success", 0.0)):
         world = sw.ScienceWorld(sw.simulators(1)[0], reward=reward)
         world.reset(TEST)
         observation, reward_paid, done, step = world.step("focus on air")
@@ -165,13 +170,15 @@ def test_the_demonstrator_recovers_from_its_detours_and_judges_from_the_score(wo
     recoveries, judged, misjudged = set(), 0, 0
     for seed in range(16):
         rng = random.Random(f"demonstration-{seed}")
-        steps, score, gold = sw.demonstrate(world, seed, rng)
+        steps, score, gold, detour = sw.demonstrate(world, seed, rng)
         if score < 100:  # a detour outran a stage-bound referent: drawn plain
-            steps, score, gold = sw.demonstrate(world, seed, rng, plain=True)
+            steps, score, gold, detour = sw.demonstrate(world, seed, rng, plain=True)
         assert score == 100
         actions = [a for _, _, a in steps]
+        assert detour == (actions != sw.simpler_gold(gold))
         for t in range(1, len(steps)):
-            observation, guide, action = steps[t]
+            parts, guide, action = steps[t]
+            observation = parts["result"]
             before = actions[t - 1]
             if observation.startswith("No known action"):
                 assert action == sw.simpler_gold(gold)[0] or action.split()[0] in before or \
@@ -208,7 +215,9 @@ def test_the_corpus_is_kept_in_a_cache_folder_made_for_it(monkeypatch, tmp_path)
     """From nothing: --freetext-cache need not exist (the corpus, minutes of drawing, is
     written there whole), and a second call reads it back without drawing."""
     import trl_freetext as freetext
-    drawn = [{"seed": i, "index": i, "steps": [("look", "neutral", "open door")]} for i in range(3)]
+    parts = {"result": "look", "room": "hallway", "inventory": "an orange"}
+    drawn = [{"seed": i, "index": i, "task": "find a(n) animal.", "detour": False,
+              "steps": [(parts, "neutral", "open door")]} for i in range(3)]
     calls = []
     monkeypatch.setattr(sw, "demonstrations",
                         lambda seeds: calls.append(seeds) or drawn[:len(seeds)])
@@ -276,6 +285,109 @@ def test_the_free_text_path_plays_scienceworld_and_counts_the_valid_actions(monk
     # after the two invalid replies, then the gold path's
     assert batch.steps.truths[0, :3].tolist() == [-1, NEUTRAL, NEUTRAL]
     assert batch.steps.truths[0, 3].item() in (POSITIVE, NEUTRAL)
+
+
+def played_turns(monkeypatch, seed: int, actions: list, *argv) -> tuple:
+    """The turns play shows (the observations it hands the tokenizer) and the batch, for
+    scripted replies that write `actions` on task seed `seed`."""
+    import trl_freetext as freetext
+    from test_trl_freetext import Scripted
+    cfg, ft = freetext.parse_config(["--world", "scienceworld", "--max-steps",
+                                     str(len(actions)), *argv])
+    replies = [f"Assessment: neutral\nAction: {a}" for a in actions]
+    texts = [sw.ScienceWorld.system_prompt(True), *replies]
+    tokenizer = freetext.build_tokenizer("bpe", texts * 3, vocab=300)
+    monkeypatch.setattr(freetext, "generate_replies", Scripted(tokenizer, [replies]))
+    turns, cached = [], freetext.cached_turn
+    monkeypatch.setattr(freetext, "cached_turn", lambda tokenizer, observation, *rest:
+                        turns.append(observation) or cached(tokenizer, observation, *rest))
+    return turns, freetext.play(None, tokenizer, [seed], True, cfg, ft, 0)
+
+
+@pytest.mark.parametrize("window", ["4", "0"])
+def test_every_turn_shows_the_whole_task_in_the_users_text(monkeypatch, window):
+    """What ScienceWorld's own agents read every step: the whole task, the box and its room
+    included, in every turn; in the user's text, so the prompt (the system turn) is the same
+    for every task. With --window K each turn also lists the last K actions, and the player
+    reads it alone after the prompt."""
+    simulator = sw.simulators(1)[0]
+    tasks = []
+    for seed in (TEST, TEST + 2):
+        _, info = sw.ScienceWorld(simulator).reset(seed, gold=True)
+        task = simulator.get_task_description().removeprefix("Your task is to ")
+        actions = info["gold"][:6]
+        turns, batch = played_turns(monkeypatch, seed, actions, "--window", window)
+        assert "box in the" in task and len(turns) == len(actions)
+        assert all(task in turn for turn in turns)
+        assert all(task not in text for text in [sw.ScienceWorld.system_prompt(g)
+                                                 for g in (True, False)])
+        if window == "4":
+            assert [turn.split("\n")[1] for turn in turns] == [
+                "Recent actions: " + ("; ".join(actions[max(0, t - 4):t]) or "none yet")
+                for t in range(len(actions))]
+            assert batch.transcripts[0].tokens.count(batch.prompt[0]) == 0  # no prompt inside
+        tasks.append(task)
+    assert tasks[0] != tasks[1]  # two tasks, two boxes or rooms: the same prompt
+
+
+def test_a_demonstration_is_cloned_on_the_turns_play_shows(monkeypatch):
+    """A demonstration's steps, kept as parts and rendered for the corpus (`shown`), are the
+    turns play shows when the player writes the demonstrator's actions: the prior is cloned
+    on what it will read, in either format."""
+    world = sw.ScienceWorld(sw.simulators(1)[0])
+    steps, score, _, detour = sw.demonstrate(world, 3, random.Random("demonstration-3"))
+    demonstration = {"task": world.task, "steps": steps}
+    actions = [a for _, _, a in steps]
+    assert score == 100 and detour  # its detour's step shown too
+    for window in ("4", "0"):
+        turns, _ = played_turns(monkeypatch, 3, actions, "--window", window)
+        assert [o for o, _, _ in sw.shown(demonstration, int(window), 20)] == turns
+
+
+def test_a_new_turn_format_is_a_new_prior_and_renders_the_same_corpus(monkeypatch, tmp_path):
+    """The prior's key holds what a turn shows (the TURN text, --window, --corpus): a change
+    to any is a new prior; the corpus is kept as parts, its key free of the format and the
+    step cap, so every format renders from one draw."""
+    import trl_freetext as freetext
+    parts = {"result": "You move to the kitchen.", "room": "kitchen", "inventory": "an orange"}
+    drawn = [{"seed": i, "index": i, "task": "find a(n) animal. Then, move it to the red box "
+              "in the kitchen.", "detour": i == 1,
+              "steps": [(parts, "neutral", "go to kitchen")] * 3} for i in range(3)]
+    calls = []
+    monkeypatch.setattr(sw, "demonstrations", lambda seeds: calls.append(seeds) or drawn)
+    base = ["--world", "scienceworld", "--prior-episodes", "3", "--freetext-cache", str(tmp_path)]
+    folders, rendered = set(), []
+    for argv, turn in [([], None), (["--window", "1"], None), (["--corpus", "gold"], None),
+                       (["--max-steps", "2"], None), ([], "Task: {task} | {recent} | {result} "
+                                                         "| {room} | {inventory}")]:
+        if turn:
+            monkeypatch.setitem(sw.TURN, "window", turn)
+        cfg, ft = freetext.parse_config(base + argv)
+        folders.add(freetext.prior_folder(cfg, ft))
+        rendered.append(sw.ScienceWorld.prior_demonstrations(cfg, ft))
+    assert len(folders) == 5 and calls == [[0, 1, 2]]  # five priors, one draw
+    assert len(list(tmp_path.glob("scienceworld-demonstrations-*.json"))) == 1
+    assert rendered[0][0][1][2][0] != rendered[1][0][1][2][0]  # the window's recent actions
+    assert len(rendered[2]) == 4 and len(rendered[3][0][1]) == 2  # no detour; two steps
+    assert rendered[4][0][1][0][0].startswith("Task: find a(n) animal. Then") and \
+        " | none yet | " in rendered[4][0][1][0][0]
+
+
+def test_the_floor_and_ceilings_out_is_made_before_any_play(monkeypatch, tmp_path, capsys):
+    """--out in a folder not made yet: made before the minutes of play, the file written
+    whole; a folder that cannot be made is refused in one line before any play."""
+    played = []
+    fake = {"random": [{"score": 0, "success": 0.0, "steps": 20}],
+            "gold": [{"score": 100, "success": 1.0, "steps": 9, "target": "dove"}]}
+    monkeypatch.setattr(sw, "baselines", lambda *args, **kwargs: played.append(1) or fake)
+    monkeypatch.setattr(sw, "baselines_targets", lambda split: [{"target": "dove"}])
+    out = tmp_path / "runs" / "sw" / "baselines.json"
+    sw.main(["--out", str(out)])
+    assert sw.json.loads(out.read_text()) == fake and played == [1]
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit, match="--out's folder .* cannot be written"):
+        sw.main(["--out", str(tmp_path / "file" / "baselines.json")])
+    assert played == [1]
 
 
 def test_scienceworld_is_refused_in_one_line_without_java(monkeypatch):

@@ -597,6 +597,121 @@ def test_cloning_trains_only_the_written_tokens():
     assert losses[0] == losses[1]
 
 
+# --- A player that reads one turn (ScienceWorld's --window): sampled and scored alike ---
+
+@pytest.mark.parametrize("architecture", ["gpt2", "llama"])
+def test_a_reply_sampled_from_its_own_turn_is_scored_under_that_turn(architecture):
+    """Two episodes whose turns differ in length are sampled side by side, each turn a chat
+    of its own after the shared prompt (left-padded, the prompt's cache made once), as play
+    does with --window; the trainer's scoring of the whole completion (turn_logprobs) gives
+    each sampled token the log-prob generate sampled it with. Scoring the completion as one
+    chat, TRL's own forward, would not."""
+    from accelerate import Accelerator
+    tokenizer = tokenizers()["bpe"]
+    torch.manual_seed(0)
+    model = freetext.make_model(tiny_config(n_layer=2), freetext.FreeText(
+        architecture=architecture), tokenizer, positions=512).eval()
+    ft, prompt = freetext.FreeText(reply_tokens=6), freetext.prompt_ids(tokenizer, True)
+    sampled, generate = [], model.generate
+
+    def generate_keeping_scores(**settings):  # what generate sampled each token with
+        out = generate(**settings, output_scores=True, return_dict_in_generate=True)
+        sampled.append(torch.stack(out.scores, 1).log_softmax(-1))   # (B, new, V)
+        return out.sequences
+    model.generate = generate_keeping_scores
+    completions = [[], []]
+    for t, observations in enumerate([(OBSERVATIONS[0], OBSERVATIONS[1] + " cue:warmer"),
+                                      (OBSERVATIONS[2] + " cue:same", OBSERVATIONS[0])]):
+        turns = [freetext.environment_turn(tokenizer, o, True, True) for o in observations]
+        chats = freetext.Chats(2, tokenizer.pad_token_id, prompt)
+        chats.extend(chats.rows, turns)
+        replies = freetext.generate_replies(model, tokenizer, chats, ft, 0.7, False, t)
+        for e, (turn, reply) in enumerate(zip(turns, replies)):
+            chosen = [sampled[-1][e, k, token].item() for k, token in enumerate(reply)]
+            completions[e].append((turn, reply, chosen))
+    for e in range(2):
+        ids = prompt + sum((turn + reply for turn, reply, _ in completions[e]), [])
+        written = sum(([0] * len(turn) + [1] * len(reply) for turn, reply, _ in completions[e]),
+                      [])
+        expected = sum((chosen for *_, chosen in completions[e]), [])
+        logps, entropies = freetext.turn_logprobs(
+            Accelerator(cpu=True), model, torch.tensor([ids]), torch.tensor([written]), 0.7,
+            True)
+        mine = torch.tensor(written).bool()
+        assert logps[0, mine].tolist() == pytest.approx(expected, abs=1e-5)
+        assert logps[0, ~mine].eq(0).all() and entropies[0, mine].gt(0).all()
+        whole = model(torch.tensor([ids])).logits[0, len(prompt) - 1:-1] / 0.7   # one chat
+        as_one_chat = whole.log_softmax(-1).gather(-1, torch.tensor(ids[len(prompt):])[:, None])
+        assert not torch.allclose(as_one_chat.squeeze(-1)[mine], torch.tensor(expected),
+                                  atol=1e-3)
+
+
+def test_the_trainer_scores_one_turn_replies_under_their_turns_or_refuses():
+    """With a player that reads one turn, the trainer's log-probs always come from
+    turn_logprobs, with the written tokens the rollout or the loss gave; a batch whose
+    written tokens are not known is refused, never scored as one chat."""
+    require_trl(freetext.bridge.TRL_VERSION)
+    from types import SimpleNamespace
+    cls = freetext.make_trainer_class()
+    trainer = SimpleNamespace(one_turn=True, written=None, temperature=1.0,
+                              accelerator=SimpleNamespace(device=torch.device("cpu")))
+    ids = torch.ones(2, 10, dtype=torch.long)
+    with pytest.raises(RuntimeError, match="cannot be scored as it was sampled"):
+        cls._get_per_token_logps_and_entropies(trainer, None, ids, None, 6)
+    trainer.written = torch.ones(2, 6)
+    called = []
+    original = freetext.turn_logprobs
+    try:
+        freetext.turn_logprobs = lambda *args: called.append(args) or (1, 2)
+        assert cls._get_per_token_logps_and_entropies(trainer, None, ids, None, 6) == (1, 2, None)
+    finally:
+        freetext.turn_logprobs = original
+    assert called and called[0][3] is trainer.written
+
+
+def test_one_turn_cloning_batches_hold_one_prompt_and_score_as_whole_sequences():
+    """Cloning a player that reads one turn: each batch holds sequences of one prompt (its
+    keys and values made once), and the loss is the one of the whole sequences without the
+    shared cache."""
+    tokenizer = tokenizers()["bpe"]
+    prompts = [freetext.prompt_ids(tokenizer, guided) for guided in (True, False)]
+    sequences = [s for guided in (True, False) for s in freetext.encode_turns(
+        tokenizer, guided, list(zip(OBSERVATIONS, REPLIES)))]
+    groups = [0] * 3 + [1] * 3
+    for batch in freetext.batches(6, 4, torch.Generator().manual_seed(0),
+                                  [len(ids) for ids, _ in sequences], groups):
+        assert len({groups[i] for i in batch.tolist()}) == 1
+    cfg = tiny_config(prior_epochs=1, prior_batch=3, prior_lr=1e-9)
+    losses = []
+    for shared in (prompts, None):
+        torch.manual_seed(0)
+        model = freetext.make_model(cfg, freetext.FreeText(), tokenizer, positions=400)
+        losses.append(sorted(freetext.clone(model, sequences, cfg, "cpu", by_length=True,
+                                            prompts=shared)))
+    assert losses[0] == pytest.approx(losses[1], abs=1e-5)
+
+
+def test_the_mazes_priors_keep_their_keys_and_refuse_scienceworlds_settings(capsys):
+    """The worlds' protocol and ScienceWorld's turn settings left the maze's cached priors
+    where they were (folder names computed before them), and the maze refuses them."""
+    for argv, name in [([], "prior-73a779fd06d8"), (["--tokenizer", "words"], "prior-59f2a5cccfb7"),
+                       (["--architecture", "llama", "--seed", "3"], "prior-9b0ff226880b")]:
+        assert freetext.prior_folder(*freetext.parse_config(argv)).name == name
+    for argv in (["--window", "4"], ["--corpus", "gold"]):
+        with pytest.raises(SystemExit):
+            freetext.parse_config(argv)
+        assert "--window and --corpus are ScienceWorld's" in capsys.readouterr().err
+
+
+def test_train_tasks_trains_on_the_first_tasks_alone():
+    cfg, ft = freetext.parse_config(["--train-tasks", "3", "--iterations", "5"])
+    seeds = freetext.task_seeds(cfg, ft)
+    assert set(seeds) == {0, 1, 2} and len(seeds) == 5 * cfg.tasks_per_iter
+    assert freetext.maze_seeds("training", 3) == [0, 1, 2]
+    cfg, ft = freetext.parse_config([])
+    assert freetext.task_seeds(cfg, ft) == freetext.bridge.task_seeds(cfg)
+
+
 class Oracle(torch.nn.Module):
     """Stands in for a model: its most likely next token is the stream's own next token, save
     at the positions in `wrong`, where it is the pad."""

@@ -80,12 +80,22 @@ setting = sg.setting
 
 
 MAZES = {"held-out": sg.EVAL_SEED_BASE,  # selfguide's held-out tasks, never trained on
-         "tuning": 2 * 10**9}  # mazes no run trains or reports on: to choose settings on
+         "tuning": 2 * 10**9,  # mazes no run trains or reports on: to choose settings on
+         "training": 0}  # the first training tasks (those --train-tasks trains on)
 
 
 def maze_seeds(mazes: str, count: int) -> list:
     """The task seeds of the first `count` mazes of a set (MAZES' key)."""
     return [MAZES[mazes] + i for i in range(count)]
+
+
+def task_seeds(cfg: sg.Config, ft) -> list:
+    """The training tasks, one a group, in order: selfguide's draw (the bridge's task_seeds),
+    or with --train-tasks N a draw among the first N training tasks alone."""
+    if not ft.train_tasks:
+        return bridge.task_seeds(cfg)
+    tasks = random.Random(cfg.seed)
+    return [tasks.randrange(ft.train_tasks) for _ in range(cfg.iterations * cfg.tasks_per_iter)]
 
 
 # --- The worlds (examples/textworld.py's protocol): the maze, ScienceWorld, --world's names ---
@@ -111,8 +121,13 @@ class Maze:
     with --example a move into a wall is said so in the next turn."""
     label = "Move"
     reply = textworld.assessment_pattern(label)
-    task_sets = {"held-out": "held-out mazes", "tuning": "tuning mazes"}
-    phrases, prior_key = PHRASES, []
+    task_sets = {"held-out": "held-out mazes", "tuning": "tuning mazes",
+                 "training": "training mazes"}
+    phrases = PHRASES
+
+    @staticmethod
+    def prior_key(ft) -> list:
+        return []  # the maze's priors were keyed before worlds
 
     @staticmethod
     def system_prompt(guided: bool) -> str:
@@ -158,15 +173,22 @@ class Maze:
 
 
 WORLDS = {"maze": Maze, "scienceworld": science_world.ScienceWorld}  # --world's names
+
+
+def reads_one_turn(world, ft) -> bool:
+    """Does the player read the system turn and the latest turn alone (a world's optional
+    member; without it, the whole chat)?"""
+    return hasattr(world, "reads_one_turn") and world.reads_one_turn(ft)
 # ScienceWorld's own defaults (--world scienceworld; each can still be given): episodes of the
 # gold path's length and a few detours (3-16 actions), every test variation evaluated once at
 # the end, 32 episodes an iteration (a simulator each), a wider tiny model and vocabulary for
-# the object names, replies long enough for an action such as "move flower pot 3 to red box"
-# (the cloning's passes chosen on the dev variations: examples/README.md, ScienceWorld)
+# the object names, replies long enough for an action such as "move flower pot 3 to red box",
+# the player reading the system turn and the latest turn alone (--window; examples/README.md,
+# ScienceWorld, says how each was chosen on the dev variations)
 WORLD_DEFAULTS = {"scienceworld": dict(
     max_steps=20, eval_tasks=300, eval_batch=32, tasks_per_iter=4, group_size=8,
     iterations=20, eval_every=20, final_evals=1, prior_episodes=1200, prior_epochs=6,
-    turn_updates=300, n_embd=128, vocab=1024, reply_tokens=40)}
+    turn_updates=0, n_embd=128, vocab=1024, reply_tokens=40, window=4)}
 
 
 @dataclass
@@ -177,9 +199,21 @@ class FreeText:
                                  "(its four find-* tasks: examples/science_world.py; other "
                                  "defaults then, listed in WORLD_DEFAULTS)", list(WORLDS))
     env_reward: str = setting("score", "ScienceWorld's R_env: score, its final score / 100 "
-                                       "(partial credit, -1 for a wrong focus), or success, 1 "
-                                       "for the task done (the paper's R_env; the maze's)",
-                              ["score", "success"])
+                                       "(partial credit, -1 for a wrong focus); clamped, the "
+                                       "same with a wrong focus 0, as the mean score counts it; "
+                                       "or success, 1 for the task done (the paper's R_env; "
+                                       "the maze's)", ["score", "clamped", "success"])
+    window: int = setting(0, "ScienceWorld: what the player reads; K > 0: the system turn and "
+                             "the latest turn alone, which shows the whole task, the last K "
+                             "actions, the observation, the room and the inventory; 0: the "
+                             "whole chat, each turn the observation, the whole task, the room "
+                             "and the inventory (the maze: always 0)")
+    corpus: str = setting("detours", "ScienceWorld: the demonstrations the tiny prior is "
+                                     "cloned on: detours, the gold paths with and without a "
+                                     "detour, or gold, those without one", ["detours", "gold"])
+    train_tasks: int = setting(0, "train on the first this many training tasks only (0: a new "
+                                  "task for every group, from all of them): the loop's first "
+                                  "check, with --mazes training")
     model: str = setting("", "a causal LM with a chat template (a folder, a hub name you have "
                              "downloaded, or smollm2: examples/smollm2.py's); its tokenizer and "
                              "template are used; '' clones the tiny GPT-2 prior here")
@@ -232,8 +266,10 @@ class FreeText:
                                                             self.train_layers) < 0:
             raise ValueError("--vocab must be at least 64, --reply-tokens at least 4, "
                              "--turn-updates and --train-layers at least 0")
-        if self.eval_batch < 1 or self.save_every < 0:
-            raise ValueError("--eval-batch must be at least 1, --save-every at least 0")
+        if self.eval_batch < 1 or self.save_every < 0 or min(self.window,
+                                                             self.train_tasks) < 0:
+            raise ValueError("--eval-batch must be at least 1, --save-every, --window and "
+                             "--train-tasks at least 0")
 
 
 # --- The format: one chat turn per step ---
@@ -428,6 +464,19 @@ def encode_episode(tokenizer, guided: bool, steps, example: bool = False, cue: b
     return ids, written
 
 
+def encode_turns(tokenizer, guided: bool, steps, world=Maze) -> list:
+    """An episode [(observation, reply)] as a player that reads one turn sees it: each step a
+    chat of its own, the opening, the turn, the reply: [(token ids, written)] per step."""
+    prompt = prompt_ids(tokenizer, guided, world=world)
+    sequences = []
+    for observation, reply in steps:
+        turn = cached_turn(tokenizer, observation, guided, True, world=world)
+        answer = cached_answer(tokenizer, reply)
+        sequences.append((prompt + turn + answer,
+                          [0] * (len(prompt) + len(turn)) + [1] * len(answer)))
+    return sequences
+
+
 def make_model(cfg: sg.Config, ft: FreeText, tokenizer, positions: int):
     """The tiny prior, over this tokenizer's vocabulary: selfguide's GPT-2, or a Llama-style
     model of the same size (rotary positions, RMSNorm, SwiGLU), as chat models are built."""
@@ -461,23 +510,32 @@ def turn_sequences(tokenizer, episodes, world=Maze) -> list:
     return sequences
 
 
-def batches(count: int, size: int, generator, lengths=None) -> list:
+def batches(count: int, size: int, generator, lengths=None, groups=None) -> list:
     """A pass's batches of indices into `count` sequences, in a random order; with their
     `lengths`, each batch of sequences of about one length (sorted within windows of eight
-    batches, the batches then shuffled): less padding where lengths vary (ScienceWorld's)."""
+    batches, the batches then shuffled): less padding where lengths vary (ScienceWorld's);
+    with their `groups` too, each batch of one group (a window cut where its group changes)."""
     order = torch.randperm(count, generator=generator)
     if lengths is None:
         return list(order.split(size))
-    windows = [sorted(w.tolist(), key=lambda i: lengths[i]) for w in order.split(8 * size)]
-    found = [torch.tensor(w[k:k + size]) for w in windows for k in range(0, len(w), size)]
+    group = (lambda i: groups[i]) if groups else (lambda i: 0)
+    found = []
+    for window in order.split(8 * size):
+        ranked = sorted(window.tolist(), key=lambda i: (group(i), lengths[i]))
+        for g in dict.fromkeys(map(group, ranked)):
+            alike = [i for i in ranked if group(i) == g]
+            found += [torch.tensor(alike[k:k + size]) for k in range(0, len(alike), size)]
     return [found[i] for i in torch.randperm(len(found), generator=generator).tolist()]
 
 
 def clone(model, sequences, cfg: sg.Config, device, updates: int = 0, desc: str = "episodes",
-          by_length: bool = False):
+          by_length: bool = False, prompts=None):
     """Behaviour cloning over the whole vocabulary: maximise log pi of the written tokens.
     sequences: [(ids, written)], for --prior-epochs passes, or `updates` updates if given;
-    `by_length`: batches of like lengths (`batches`). Returns the losses."""
+    `by_length`: batches of like lengths (`batches`); `prompts`: each sequence starts with one
+    of these, never written: a batch holds one, its keys and values computed once (a player
+    that reads one turn). Returns the losses."""
+    from transformers import DynamicCache
     generator = torch.Generator().manual_seed(cfg.seed)
     updates = updates or cfg.prior_epochs * -(-len(sequences) // cfg.prior_batch)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.prior_lr, weight_decay=0.0)
@@ -485,8 +543,10 @@ def clone(model, sequences, cfg: sg.Config, device, updates: int = 0, desc: str 
         optimizer, lambda i: 0.5 * (1 + math.cos(math.pi * i / updates)))
     losses, bar = [], tqdm(total=updates, desc=f"Stage 0 cloning (free text, {desc})", leave=False)
     lengths = [len(ids) for ids, _ in sequences] if by_length else None
+    groups = [next(k for k, p in enumerate(prompts) if ids[:len(p)] == p)
+              for ids, _ in sequences] if prompts else None
     while len(losses) < updates:
-        for batch in batches(len(sequences), cfg.prior_batch, generator, lengths):
+        for batch in batches(len(sequences), cfg.prior_batch, generator, lengths, groups):
             if len(losses) == updates:
                 break
             width = max(len(sequences[i][0]) for i in batch)
@@ -495,10 +555,16 @@ def clone(model, sequences, cfg: sg.Config, device, updates: int = 0, desc: str 
             written = torch.tensor([sequences[i][1] + [0] * (width - len(sequences[i][1]))
                                     for i in batch], device=device)             # (B, L)
             # the head and the softmax only where a written token is predicted
-            hidden = model.base_model(input_ids=ids).last_hidden_state[:, :-1]  # (B, L-1, C)
-            scored = written[:, 1:].bool()                                      # (B, L-1)
+            shared, cache = len(prompts[groups[batch[0]]]) if prompts else 0, None
+            if shared:  # the batch's prompt once
+                cache = DynamicCache(config=model.config)
+                model.base_model(input_ids=ids[:1, :shared], cache=cache, use_cache=True)
+                cache.batch_repeat_interleave(len(batch))
+            hidden = model.base_model(input_ids=ids[:, shared:], cache=cache,
+                                      use_cache=bool(shared)).last_hidden_state[:, :-1]
+            scored = written[:, shared + 1:].bool()                             # (B, L-1)
             logits = model.get_output_embeddings()(hidden[scored])              # (W, V)
-            loss = F.cross_entropy(logits, ids[:, 1:][scored])
+            loss = F.cross_entropy(logits, ids[:, shared + 1:][scored])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -512,20 +578,28 @@ def clone(model, sequences, cfg: sg.Config, device, updates: int = 0, desc: str 
 
 @torch.no_grad()
 def decisions_predicted(model, tokenizer, episodes, example: bool = False,
-                        cue: bool = True, world=Maze) -> dict:
-    """Teacher-forced on demonstrations (from the opening of --example and the cue): the share
+                        cue: bool = True, world=Maze, one_turn: bool = False) -> dict:
+    """Teacher-forced on demonstrations (from the opening of --example and the cue; with
+    `one_turn`, each step a chat of its own, as a player reading one turn sees it): the share
     of the demonstrator's moves, and of its guide words, that the model's most likely next
     tokens write exactly (every token of the word). Cloning's diagnostic: a prior whose moves
     are at chance (25%) never reaches a goal, and GRPO then has nothing to learn from."""
     right = {"moves": [], "guides": []}
     device = next(model.parameters()).device
     for guided, steps in episodes:
-        ids, _ = encode_episode(tokenizer, guided, steps, example, cue, world)
-        best = model(torch.tensor([ids], device=device)).logits[0].argmax(-1).tolist()  # (L,)
-        position = len(prompt_ids(tokenizer, guided, example, cue, world))
+        if one_turn:  # each step a chat of its own
+            best, position = [], 0
+            for ids, _ in encode_turns(tokenizer, guided, steps, world):
+                best += model(torch.tensor([ids], device=device)).logits[0].argmax(-1).tolist()
+        else:
+            ids, _ = encode_episode(tokenizer, guided, steps, example, cue, world)
+            best = model(torch.tensor([ids], device=device)).logits[0].argmax(-1).tolist()  # (L,)
+            position = len(prompt_ids(tokenizer, guided, example, cue, world))
         for t, (observation, reply) in enumerate(steps):
-            position += len(cached_turn(tokenizer, observation, guided, t == 0, example, cue,
-                                        world))
+            if one_turn:
+                position += len(prompt_ids(tokenizer, guided, world=world))
+            position += len(cached_turn(tokenizer, observation, guided, t == 0 or one_turn,
+                                        example, cue, world))
             answer = cached_answer(tokenizer, reply)
             assessment, move, _ = parse_reply(reply, world)
             offsets = char_offsets(tokenizer, answer)
@@ -545,7 +619,8 @@ def prior_folder(cfg: sg.Config, ft: FreeText) -> Path:
     the world's."""
     world = WORLDS[ft.world]
     text = json.dumps([sg.prior_key(cfg), ft.architecture, ft.tokenizer, ft.vocab, ft.reply_tokens,
-                       ft.turn_updates, world.system_prompt(True), world.phrases] + world.prior_key)
+                       ft.turn_updates, world.system_prompt(True), world.phrases]
+                      + world.prior_key(ft))
     return Path(ft.freetext_cache) / f"prior-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
@@ -561,17 +636,22 @@ def load_or_clone_prior(cfg: sg.Config, ft: FreeText, device) -> Path:
     start, world = time.perf_counter(), WORLDS[ft.world]
     # the maze's turns are all of about one length: its positions read off 200 demonstrations,
     # its batches drawn at random, as its cached priors were; any other world's by length
-    maze = world is Maze
+    maze, one_turn = world is Maze, reads_one_turn(world, ft)
     episodes = world.prior_demonstrations(cfg, ft)
     texts = [text for guided, steps in episodes
              for text in [world.system_prompt(guided)] + [text for step in steps for text in step]]
     tokenizer = build_tokenizer(ft.tokenizer, texts, ft.vocab)
-    sequences = [encode_episode(tokenizer, guided, steps, world=world)
-                 for guided, steps in episodes]
-    turn = max(len(environment_turn(tokenizer, o, True, False, world=world))
+    turn = max(len(environment_turn(tokenizer, o, True, one_turn, world=world))
                for _, steps in (episodes[:200] if maze else episodes) for o, _ in steps)
-    positions = len(prompt_ids(tokenizer, True, world=world)) + cfg.max_steps * (
-        turn + 8 + ft.reply_tokens)
+    prompt = len(prompt_ids(tokenizer, True, world=world))
+    if one_turn:  # each step a chat of its own; room for longer turns than the corpus's
+        sequences = [s for guided, steps in episodes
+                     for s in encode_turns(tokenizer, guided, steps, world)]
+        positions = 2 * (prompt + turn + ft.reply_tokens) + ft.window * ft.reply_tokens
+    else:
+        sequences = [encode_episode(tokenizer, guided, steps, world=world)
+                     for guided, steps in episodes]
+        positions = prompt + cfg.max_steps * (turn + 8 + ft.reply_tokens)
     torch.manual_seed(cfg.seed)
     model = make_model(cfg, ft, tokenizer, positions).to(device)
     # one turn alone first: with the system turn and the history in front, a move's query
@@ -579,9 +659,11 @@ def load_or_clone_prior(cfg: sg.Config, ft: FreeText, device) -> Path:
     # observation (the moves stay at chance, measured); on single turns it does
     losses = clone(model, turn_sequences(tokenizer, episodes, world), cfg, device,
                    ft.turn_updates, "single turns", not maze) if ft.turn_updates else []
-    losses += clone(model, sequences, cfg, device, by_length=not maze)
+    prompts = [prompt_ids(tokenizer, guided, world=world) for guided in (True, False)]
+    losses += clone(model, sequences, cfg, device, by_length=not maze,
+                    prompts=prompts if one_turn else None)
     probe = world.prior_demonstrations(cfg, ft, PROBE_EPISODES)
-    unseen = decisions_predicted(model.eval(), tokenizer, probe, world=world)
+    unseen = decisions_predicted(model.eval(), tokenizer, probe, world=world, one_turn=one_turn)
     temporary = sg.partial_path(folder)
     model.save_pretrained(temporary)
     tokenizer.save_pretrained(temporary)
@@ -593,9 +675,11 @@ def load_or_clone_prior(cfg: sg.Config, ft: FreeText, device) -> Path:
         shutil.rmtree(temporary, ignore_errors=True)
     mean = sum(len(ids) for ids, _ in sequences) / len(sequences)
     tqdm.write(f"Stage 0 prior (free text): {len(episodes)} demonstrations in the chat format "
-               f"({mean:.0f} tokens on average, {len(tokenizer)}-token {ft.tokenizer} "
-               f"vocabulary), cloned in {time.perf_counter() - start:.0f} s, {ft.turn_updates} "
-               f"updates on single turns and {len(losses) - ft.turn_updates} on whole chats, "
+               f"({mean:.0f} tokens a {'turn' if one_turn else 'chat'} on average, "
+               f"{len(tokenizer)}-token {ft.tokenizer} vocabulary), cloned in "
+               f"{time.perf_counter() - start:.0f} s, {ft.turn_updates} updates on single turns "
+               f"and {len(losses) - ft.turn_updates} on "
+               f"{'turns with the system turn' if one_turn else 'whole chats'}, "
                f"final loss {losses[-1]:.3f} -> {folder}\n  teacher-forced on "
                f"{PROBE_EPISODES} demonstrations it was not cloned on, in both formats: "
                f"{unseen['moves']:.0%} of the demonstrator's {world.label.lower()}s"
@@ -680,11 +764,15 @@ class Chats:
     the mask hides these holes, and generate's positions count only the tokens under it, so
     each reply is scored as in one forward over its own unpadded stream (test)."""
 
-    def __init__(self, n: int, pad: int):
+    def __init__(self, n: int, pad: int, prompt: list | None = None):
         self.rows, self.pad = list(range(n)), pad  # the episodes in the grid, in order
         self.ids = torch.zeros(n, 0, dtype=torch.long)  # (B, L)
         self.mask = torch.zeros(n, 0, dtype=torch.long)  # (B, L): 1 on the tokens, 0 on holes
         self.cache = None  # made by the first reply, for the model's own layers (as generate's)
+        self.shared = 0  # the first columns, the same in every row: their cache made once
+        if prompt:  # (a chat of one turn: the prompt, then the turn)
+            self.extend(self.rows, [prompt] * n)
+            self.shared = len(prompt)
 
     def extend(self, rows: list, turns: list) -> "Chats":
         """Keep the episodes `rows` (still running, in order), and append each one's new
@@ -712,12 +800,16 @@ def generate_replies(model, tokenizer, chats: Chats, ft: FreeText, temperature: 
     from transformers import DynamicCache
     device, eos = next(model.parameters()).device, tokenizer.eos_token_id
     chats.ids, chats.mask = chats.ids.to(device), chats.mask.to(device)
-    if chats.cache is None:
-        chats.cache = DynamicCache(config=model.config)
     width = chats.ids.shape[1]
     sampling = {} if greedy else {"temperature": temperature, "top_k": 0, "top_p": 1.0}
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), \
             torch.autocast(device.type, dtype=torch.bfloat16, enabled=ft.bf16):
+        if chats.cache is None:
+            chats.cache = DynamicCache(config=model.config)
+            if chats.shared:  # the prompt's keys and values once, for every row
+                model(input_ids=chats.ids[:1, :chats.shared], cache=chats.cache,
+                      use_cache=True)
+                chats.cache.batch_repeat_interleave(len(chats.ids))
         torch.manual_seed(seed)
         out = model.generate(input_ids=chats.ids, attention_mask=chats.mask, cache=chats.cache,
                              do_sample=not greedy, max_new_tokens=ft.reply_tokens,
@@ -765,8 +857,10 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
          greedy: bool = False) -> Episodes:
     """One episode per task seed, all in one batch: per step the environment's turn, then a
     reply generated for every running episode, read, and stepped (ScienceWorld's simulators
-    side by side)."""
+    side by side). A player that reads one turn (--window) starts each step's chat anew from
+    the prompt: its transcript is each step's turn and reply, one after another."""
     n, horizon, world = len(task_seeds), cfg.max_steps, WORLDS[ft.world]
+    one_turn = reads_one_turn(world, ft)
     worlds = world.batch(cfg, ft, n)
     resets = world.side_by_side(lambda pair: pair[0].reset(pair[1]), list(zip(worlds, task_seeds)))
     observations = [observation for observation, _ in resets]
@@ -781,15 +875,20 @@ def play(model, tokenizer, task_seeds, guided: bool, cfg: sg.Config, ft: FreeTex
     for t in range(horizon):
         turns = []
         for i in running:
-            turn = cached_turn(tokenizer, observations[i], guided, t == 0, ft.example, cfg.cue,
-                               world)
-            if t and capped[i, t - 1]:  # a reply cut at --reply-tokens: its turn closed for it
-                turn = [tokenizer.eos_token_id] + turn
+            turn = cached_turn(tokenizer, observations[i], guided, t == 0 or one_turn,
+                               ft.example, cfg.cue, world)
+            if t and capped[i, t - 1] and not one_turn:  # a reply cut at --reply-tokens: its
+                turn = [tokenizer.eos_token_id] + turn   # turn closed for it
             transcripts[i].add(turn, 0, -1, [sg.SLOT_CONTEXT] * len(turn))
-            turns.append(prompt + turn if t == 0 else turn)
+            turns.append(turn if one_turn else prompt + turn if t == 0 else turn)
             truths[i, t], cells[i, t] = truth[i], cell[i]
-        answers = generate_replies(model, tokenizer, chats.extend(running, turns), ft,
-                                   cfg.temperature, greedy, seed * 1000 + t)
+        if one_turn:  # a chat of its own each step: the prompt, then the turn
+            chats = Chats(len(running), tokenizer.pad_token_id, prompt)
+            chats.extend(chats.rows, turns)
+        else:
+            chats.extend(running, turns)
+        answers = generate_replies(model, tokenizer, chats, ft, cfg.temperature, greedy,
+                                   seed * 1000 + t)
         actions = []
         for i, reply in zip(running, answers):
             _, guide, action, judged_end, judged, acted = read_reply(tokenizer, reply, guided,
@@ -903,6 +1002,7 @@ def make_rollout_func(cfg: sg.Config, ft: FreeText, tokenizer):
     completion = the turns after it; env_mask = 1 on what the model wrote."""
     sampler = torch.Generator().manual_seed(cfg.seed)
     shuffler = torch.Generator().manual_seed(cfg.seed)
+    one_turn = reads_one_turn(WORLDS[ft.world], ft)
 
     def rollout_func(prompts, trainer):
         from accelerate.utils import gather_object
@@ -919,6 +1019,11 @@ def make_rollout_func(cfg: sg.Config, ft: FreeText, tokenizer):
         share = order.shape[1] // processes
         trainer.rows = order[:, rank * share:(rank + 1) * share].flatten().tolist()
         trainer.episodes = batch
+        if one_turn:  # what scores this batch's rows as their turns were sampled, TRL's width
+            written = [batch.transcripts[r].written for r in trainer.rows]
+            width = max(map(len, written))
+            trainer.written = torch.tensor([w + [0] * (width - len(w)) for w in written],
+                                           device=trainer.accelerator.device)    # (n, C)
         rewards = sg.step_rewards(batch.steps.guides, batch.steps.truths)           # (N, T)
         guide_return = rewards.sum(1) / batch.steps.steps
         return {"prompt_ids": [batch.prompt for _ in trainer.rows],
@@ -939,6 +1044,50 @@ def head_logprobs(accelerator, model, hidden, temperature: float = 1.0) -> torch
     with accelerator.autocast():
         logits = head(hidden)
     return torch.log_softmax(logits.float() / temperature, -1)
+
+
+def turn_logprobs(accelerator, model, input_ids, written, temperature: float = 1.0,
+                  entropy: bool = False):
+    """Per-token log-probs (B, C) of a completion whose turns were each sampled in a chat of
+    its own (a player that reads one turn): input_ids (B, P + C), the prompt the same in
+    every row; written (B, C), 1 on the replies. Each reply is scored with the prompt and the
+    turn before it alone, as play sampled it: the prompt's keys and values once, then every
+    turn and its reply in one forward (on P processes through the DDP wrapper, whose backward
+    all-reduces), the head only at the written tokens; 0 elsewhere. With `entropy`, also the
+    sampling distribution's entropy there (B, C), else None."""
+    from transformers import DynamicCache
+    prompt = input_ids.shape[1] - written.shape[1]
+    pieces, where = [], []  # each turn and its reply; (row, its first column) of each
+    for row, marks in enumerate(written.tolist()):
+        start = 0
+        for k in range(1, len(marks) + 1):  # a piece ends where a reply does
+            if k == len(marks) or (marks[k - 1] and not marks[k]):
+                if any(marks[start:k]):
+                    pieces.append((row, start, k))
+                start = k
+    width = max(end - start for _, start, end in pieces)
+    ids = torch.zeros(len(pieces), width, dtype=torch.long, device=input_ids.device)
+    mask = torch.zeros(len(pieces), prompt + width, dtype=torch.long, device=input_ids.device)
+    scored = torch.zeros_like(ids, dtype=torch.bool)                            # (S, W)
+    for k, (row, start, end) in enumerate(pieces):  # right-padded after the prompt
+        ids[k, :end - start] = input_ids[row, prompt + start:prompt + end]
+        mask[k, :prompt + end - start] = 1
+        scored[k, :end - start] = written[row, start:end].bool()
+    cache = DynamicCache(config=accelerator.unwrap_model(model).config)
+    accelerator.unwrap_model(model)(input_ids=input_ids[:1, :prompt], cache=cache,
+                                    use_cache=True)
+    cache.batch_repeat_interleave(len(pieces))
+    hidden = model(input_ids=ids, attention_mask=mask, cache=cache, logits_to_keep=1,
+                   output_hidden_states=True, use_cache=True).hidden_states[-1]  # (S, W, H)
+    piece, column = scored.nonzero(as_tuple=True)  # a reply's token never starts its piece
+    logp = head_logprobs(accelerator, model, hidden[piece, column - 1], temperature)  # (K, V)
+    chosen = logp.gather(-1, ids[piece, column][:, None]).squeeze(-1)           # (K,)
+    starts = torch.tensor([start for _, start, _ in pieces], device=ids.device)
+    rows = torch.tensor([row for row, _, _ in pieces], device=ids.device)
+    at = (rows[piece], starts[piece] + column)
+    out = torch.zeros(written.shape, device=input_ids.device)
+    entropies = out.index_put(at, -(logp.exp() * logp).sum(-1)) if entropy else None
+    return out.index_put(at, chosen), entropies
 
 
 def trl_head_compact(device: torch.device) -> bool:
@@ -963,7 +1112,9 @@ def make_trainer_class():
         per-token log-probs over the whole vocabulary computed only at the tokens the model
         wrote, and each iteration's cost in its record."""
         cost = None  # seconds of this iteration: generation, scoring, update
-        written = None  # (B, C) the loss mask of the minibatch being trained on
+        written = None  # (B, C) the loss mask of the minibatch being trained on, or with
+        # one_turn of the rollout's rows being scored
+        one_turn = False  # does the player read one turn (--window): set by main
         resumable = None  # what a checkpoint adds to TRL's: the prior's rows, the settings
 
         def _save_checkpoint(self, model, trial):
@@ -1022,7 +1173,18 @@ def make_trainer_class():
             entropies, on a CPU with the head (49k words wide for SmolLM2) applied only where
             the loss reads them, the tokens the model wrote (written_head). Elsewhere TRL's
             own: its scoring of a batch outside the loss, and on an accelerator, where its
-            fused head already projects only the scored positions, in tiles."""
+            fused head already projects only the scored positions, in tiles. A player that
+            reads one turn: always turn_logprobs, each reply under the turn it was sampled
+            from (a batch whose written tokens are not known is refused: TRL's own forward
+            would read the whole completion as one chat)."""
+            if self.one_turn:
+                if self.written is None or self.written.shape != (len(input_ids),
+                                                                  logits_to_keep):
+                    raise RuntimeError("a batch of one-turn replies whose written tokens are "
+                                       "not known: it cannot be scored as it was sampled")
+                logps, entropies = turn_logprobs(self.accelerator, model, input_ids,
+                                                 self.written, self.temperature, compute_entropy)
+                return logps, entropies, None
             if not written_head(self, len(input_ids), logits_to_keep):
                 return super()._get_per_token_logps_and_entropies(
                     model, input_ids, attention_mask, logits_to_keep, batch_size,
@@ -1143,6 +1305,9 @@ def parse_config(argv=None, own=None, description: str = __doc__.split("\n\n")[0
         cfg = bridge.check_config(cfg)
     except SystemExit as refusal:
         parser.error(str(refusal).removeprefix("error: "))
+    if ft.world == "maze" and (ft.window or ft.corpus != "detours"):
+        parser.error("--window and --corpus are ScienceWorld's (a maze's turn shows all the "
+                     "player needs, and its demonstrator takes no detours)")
     if ft.world != "maze" and ft.example:
         parser.error("--example is the maze's format (its example walk); another world's system "
                      "turn says its own (ScienceWorld's lists example actions)")
@@ -1255,8 +1420,9 @@ def main(argv=None):
             model=model, processing_class=tokenizer,
             reward_funcs=[bridge.success_reward, bridge.guide_reward],
             args=grpo_config(cfg, ft, out, device, positions),
-            train_dataset=Dataset.from_dict({"prompt": [str(s) for s in bridge.task_seeds(cfg)]}),
+            train_dataset=Dataset.from_dict({"prompt": [str(s) for s in task_seeds(cfg, ft)]}),
             rollout_func=make_rollout_func(cfg, ft, tokenizer), selfguide_config=cfg)
+        trainer.one_turn = reads_one_turn(WORLDS[ft.world], ft)
         evaluation = (lambda m: evaluate(m, tokenizer, cfg, ft, cfg.guided))
         for callback in bridge.selfguide_callbacks(trainer, cfg, evaluation, describe,
                                                    "free text", ft.mazes if ft.world == "maze"
