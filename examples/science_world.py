@@ -84,8 +84,8 @@ PHRASES = {  # the demonstrator's judgements as short phrases; the guide word is
 DETOUR = 0.5     # share of the demonstrations with one detour
 MISJUDGE = 0.1   # share of the demonstrator's judgements replaced by another polarity
 PARTS = ("result", "room", "inventory")  # what a demonstration keeps of each step
-DRAW = ("a new simulator per demonstration", JAVA_OPTIONS)  # in the caches' keys: how the
-# corpus is drawn
+# in the caches' keys: how the corpus is drawn
+DRAW = ("a new simulator per demonstration", JAVA_OPTIONS, "things named as look lists them")
 
 
 def check_installed():
@@ -347,6 +347,22 @@ def simpler_gold(gold: list) -> list:
     return gold[:-1] + [f"move {(picked or focused)[-1]} to {box.group(1)}"]
 
 
+# a thing as `look` lists it: "a parrot egg", "a flower pot 7 (containing ...)", "a substance
+# called soap" (its name: soap)
+LISTED = re.compile(r"\b(?:a|an) (?:substance called )?([a-z][a-z0-9 ]*?)"
+                    r"(?= \(|,|\.|\n|$| in the | on the )")
+
+
+def listed_name(referent: str, look: str) -> str:
+    """The name the room's `look` lists for the simulator's referent of a thing: the referent
+    itself where it is listed so, else the one listed name holding all its words ("egg
+    parrot" -> "parrot egg", "butterfly" -> "butterfly egg"); the referent where none or
+    several do."""
+    names = LISTED.findall(look)
+    holding = [n for n in names if set(referent.split()) <= set(n.split())]
+    return referent if referent in names or len(holding) != 1 else holding[0]
+
+
 def misspelt(action: str, rng: random.Random) -> str:
     """An action the simulator does not know: a letter of its longest word dropped."""
     words = action.split()
@@ -357,7 +373,8 @@ def misspelt(action: str, rng: random.Random) -> str:
 
 
 def demonstrate(world: ScienceWorld, seed: int, rng: random.Random, plain: bool = False):
-    """One demonstration of the task of `seed`: the gold path (its last action simpler_gold's),
+    """One demonstration of the task of `seed`: the gold path (its last action simpler_gold's,
+    the thing it focuses on named as the room lists it, `listed_name`, from there on),
     with probability DETOUR one detour (a misspelt action, then the right one; or a door to a
     wrong room opened and walked through, then the way back), each step judged before its
     action: the score's change since the last action (rose: positive; fell: negative), its
@@ -376,6 +393,12 @@ def demonstrate(world: ScienceWorld, seed: int, rng: random.Random, plain: bool 
     while plan:
         action, wrong = plan.pop(0)
         detour = detour or wrong
+        if not plain and not wrong and action.startswith("focus on "):  # the name it reads
+            referent = action.removeprefix("focus on ")
+            name = listed_name(referent, world.server.freeActionLook())
+            plan = [(re.sub(rf"^(pick up|move) {re.escape(referent)}\b", rf"\1 {name}", a), w)
+                    for a, w in plan]
+            action = f"focus on {name}"
         if wrong_room and action.startswith("open door to ") and rng.random() < 0.5:
             here = room_of(world.server.freeActionLook())
             doors = [d for d, _ in DOOR.findall(world.server.freeActionLook())

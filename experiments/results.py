@@ -231,7 +231,7 @@ def save(folder: str, name: str, commit: str | None = None) -> Path:
         if not result["commit"] or result["commit"].endswith("+changes"):
             raise SystemExit(f"error: {folder} was made from changed files or records no "
                              f"commit: say which commit made it with --commit")
-        return keep(name, "scienceworld", rounded(result, 6))
+        return keep(name, "scienceworld", rounded(result, 6))  # (its kind: how it prints)
     for kind in ("prompted", "checkpoints"):  # their figures, with the command their .md heads
         if (folder / f"{kind}.json").exists() and not (folder / "compare.json").exists():
             if not commit:
@@ -653,9 +653,10 @@ def tables(name: str) -> list:
     result = load(name)
     if result.get("kind") == "runs":
         return [runs_table(result["runs"])]
-    if result.get("kind") == "scienceworld":
-        import scienceworld_table
-        return [scienceworld_table.table(result)]
+    if result.get("kind") in ("scienceworld", "scienceworld-priors"):
+        import scienceworld_table  # the first two tables had one prior for every seed
+        return [(scienceworld_table.table if result["kind"] == "scienceworld-priors"
+                 else scienceworld_table.superseded_table)(result)]
     if result.get("kind") == "prompted":
         import prompted
         return [prompted.table(result["rows"])] + ([result["partial"]] if "partial" in result

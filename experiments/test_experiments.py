@@ -1757,11 +1757,39 @@ def test_claim_9_seed_by_seed_orders_the_seeds_and_splits_them_at_the_guides_lea
 
 # --- ScienceWorld's table (experiments/scienceworld_table.py) ---
 
-def test_the_scienceworld_table_judges_its_registered_claims_on_made_up_figures():
-    """Made-up figures for three seeds: GRPO above ReAct on every seed (shown), the guide's
-    reward no different (not resolved), the prior's two formats paired over four tasks; the
-    rows are means over the seeds, the floor and the ceiling means over their episodes (a
-    failure's -100 counted as 0)."""
+def made_up_rows(success, score, balanced=None):
+    return {"success": success, "score": score, "valid_actions": 0.9,
+            "guide_balanced_accuracy": balanced, "share_positive": None}
+
+
+def test_the_scienceworld_table_pairs_every_claim_over_seeds_each_with_its_own_prior():
+    """Made-up figures for three seeds, each with its own prior (its ReAct rows differ): GRPO
+    above its seed's ReAct on every seed (shown), the assessment on the prior paired over the
+    seeds too, the per-seed line holding the prior's rows."""
+    import scienceworld_table as table
+    row = made_up_rows
+    per_seed = [{"ReAct": row(0.10 + r, 30.0), "ReAct w/ SG": row(0.12 + r, 31.0, 0.5),
+                 "GRPO": row(0.20 + r + g, 32.0), "GRPO w/ SG": row(0.15, 35.0, 0.6),
+                 "GRPO w/ SG & GR": row(0.15 + g, 35.0, 0.6 + g)}
+                for r, g in [(0.0, 0.01), (0.05, -0.01), (0.02, 0.0)]]
+    episodes = lambda scores: [{"score": s, "success": float(s == 100), "steps": 10}  # noqa: E731
+                               for s in scores]
+    result = {"seeds": [1, 2, 3], "per_seed": per_seed,
+              "baselines": {"random": episodes([0, -100, 25, 0]), "gold": episodes([100] * 4)}}
+    text = table.table(result)
+    assert "| 2 | 0.150 / 30.0 | 0.170 / 31.0 | 0.240 / 32.0 | 0.150 / 35.0 | 0.140 / 35.0 |" in text
+    lines = {line.split(":")[0].strip(): line for line in text.splitlines() if ": " in line}
+    assert lines["S1 GRPO - ReAct, success"].endswith("above on 3, below on 0 of 3 seeds: shown")
+    assert lines["S5 ReAct w/ SG - ReAct, success"].endswith(
+        "+0.020 [+0.020, +0.020], above on 3, below on 0 of 3 seeds: shown")
+    assert "M5 ReAct w/ SG - ReAct, score: +1.000" in text and "tasks" not in text
+
+
+def test_the_superseded_scienceworld_tables_judge_their_claims_on_made_up_figures():
+    """The first two tables, one prior for every seed, as they printed: made-up figures for
+    three seeds: GRPO above ReAct on every seed (shown), the guide's reward no different (not
+    resolved), the prior's two formats paired over four tasks; the rows are means over the
+    seeds, the floor and the ceiling means over their episodes (a failure's -100 counted as 0)."""
     import scienceworld_table as table
     def row(success, score, balanced=None):
         return {"success": success, "score": score, "valid_actions": 0.9,
@@ -1777,7 +1805,7 @@ def test_the_scienceworld_table_judges_its_registered_claims_on_made_up_figures(
               "prior_per_task": {"ReAct": {"success": [0, 1, 0, 0], "score": [0, 100, 50, 25]},
                                  "ReAct w/ SG": {"success": [1, 1, 0, 0],
                                                  "score": [100, 100, 50, 0]}}}
-    text = table.table(result)
+    text = table.superseded_table(result)
     assert "| GRPO | 0.250 ± 0.050 | 31.5 ± 0.5 |" in text  # 30 + 10 x (0.1, 0.2, 0.15)
     assert "| random valid action (the floor) | 0.000 | 6.2 | 10.0 |" in text
     assert "| gold path (the ceiling) | 1.000 | 100.0 | 10.0 |" in text
@@ -1791,6 +1819,28 @@ def test_the_scienceworld_table_judges_its_registered_claims_on_made_up_figures(
     assert "M5 ReAct w/ SG - ReAct, score: +18.750" in text  # (100 + 0 + 0 - 25) / 4
     assert lines["G1 the guide's balanced accuracy, GRPO w/ SG & GR - ReAct w/ SG, "
                  "guide_balanced_accuracy"].split(": ")[1].startswith("+0.100")
-    one = table.table({**result, "seeds": [1], "per_seed": per_seed[:1]})  # README's --seeds 1
+    one = table.superseded_table({**result, "seeds": [1], "per_seed": per_seed[:1]})
     assert "S1 GRPO - ReAct, success: +0.100 [one pair: no interval], above on 1, below on 0 " \
            "of 1 seed: not resolved" in one and "nan" not in one
+
+
+def test_the_scienceworld_units_clone_a_prior_per_seed_and_refuse_another_formats_out(
+        monkeypatch, tmp_path):
+    """Each seed's prior unit clones with that seed, and its three runs start from that
+    seed's prior folder; an --out whose units ran under another turn format (its priors'
+    folders differ) is refused in one line, before any unit runs."""
+    import scienceworld_table as table
+    import science_world
+    args = table.parse_args(["--seeds", "1,2", "--out", str(tmp_path / "sw")])
+    found = {name: command for name, _, command, _ in table.units(args)}
+    assert {"baselines", "prior-1", "prior-2", "grpo-1", "sg_gr-2"} <= set(found)
+    assert found["prior-2"][found["prior-2"].index("--seed") + 1] == "2"
+    priors = {seed: table.prior_model(args, seed) for seed in (1, 2)}
+    assert priors[1] != priors[2]
+    for seed in (1, 2):
+        assert found[f"sg-{seed}"][found[f"sg-{seed}"].index("--model") + 1] == priors[seed]
+    table.stamped(args, table.units(args))  # as run_units does before it starts any unit
+    table.stamped(args, table.units(args))  # the same settings again: resumed
+    monkeypatch.setitem(science_world.TURN, "window", "{task} {recent} {result}")
+    with pytest.raises(SystemExit, match="holds units run with other settings .*prior-1"):
+        table.stamped(args, table.units(args))
