@@ -104,8 +104,6 @@ class Config:
     # Self-Guide
     variant: str = setting("sg_gr", "grpo: R_env only; sg: guides, lambda 0; sg_gr: and their "
                                     "reward", ["grpo", "sg", "sg_gr"])
-    internal_reward: str = setting("guide", "r_t: guide (the paper), or the controls oracle and "
-                                            "random", ["guide", "oracle", "random"])
     schedule: str = setting("trapezoid", "lambda(u): the paper's trapezoid, or an ablation",
                             ["trapezoid", "immediate", "never", "no_anneal"])
     enter_at: float = setting(0.5, "fraction of training at which lambda starts to rise")
@@ -149,10 +147,16 @@ class Config:
     def guided(self) -> bool:  # does the agent write a guide before each action?
         return self.variant != "grpo"
 
-    # The seams: experiments/research.py's Config overrides these four to run the report's
-    # variants: make_env (the maze, and its demonstrator), prior_settings (what Stage 0's cache
-    # is keyed by), cloned_enough (stop cloning after this update?) and advantages (given the
-    # run's TrainState, on which an experiment keeps what it carries between iterations).
+    # The seams: experiments/research.py's Config overrides these five to run the report's
+    # variants and controls: make_env (the maze, and its demonstrator), prior_settings (what
+    # Stage 0's cache is keyed by), cloned_enough (stop cloning after this update?),
+    # pays_internal_reward (is lambda(u) the schedule's?) and advantages (r_t and each token's
+    # advantage, given the run's TrainState, on which an experiment keeps what it carries).
+    # The controls (an oracle or a random r_t in the guide's place) live there, not here.
+    @property
+    def pays_internal_reward(self) -> bool:  # GRPO w/ SG & GR pays the guide's reward
+        return self.variant == "sg_gr"
+
     def make_env(self) -> GridWorld:
         return GridWorld(self.size, self.wall_prob, self.min_distance, self.max_steps,
                          cue=self.cue)
@@ -166,7 +170,7 @@ class Config:
         return False
 
     def advantages(self, batch, trust: float, iteration: int, state) -> tuple:  # (N, L), (N,)
-        return iteration_advantages(batch, self, trust, iteration)
+        return iteration_advantages(batch, self, trust)
 
 
 PAPER_FAITHFUL = {"kl_guide": 0.0, "internal_return": "sum", "guide_advantage": "composite",
@@ -202,10 +206,6 @@ def check_config(cfg: Config):  # a ValueError, one clear line, for a setting th
             (min(cfg.kl_guide, cfg.kl_action) < 0, "KL weights must not be negative"),
             (cfg.minibatches > cfg.tasks_per_iter * cfg.group_size,
              "--minibatches cannot exceed the rollouts per iteration"),
-            (cfg.internal_reward != "guide" and cfg.variant == "sg", "--variant sg pays no "
-             "internal reward (lambda = 0): use sg_gr for a control (or grpo for the oracle)"),
-            (cfg.internal_reward == "random" and not cfg.guided, "--internal-reward random draws "
-             "with the shares of the policy's guides: it needs a guide slot (--variant sg_gr)"),
             (EVAL_SEED_BASE - cfg.prior_episodes < first < EVAL_SEED_BASE + cfg.eval_tasks,
              f"--seed {cfg.seed} would clone its prior on the held-out mazes: choose another")]:
         if wrong:
@@ -227,28 +227,12 @@ def guide_to_reward(text: str) -> float:
     return 0.0
 
 
-def step_rewards(guides: torch.Tensor, truths: torch.Tensor, source: str = "guide",
-                 generator=None) -> torch.Tensor:
-    """r_t for every step of a batch: (N, T), 0 where no reward is due. guides, truths: (N, T)
-    index GUIDES (the guide written at step t, and the true progress of the move it judges),
-    -1 where there is none.
-
-    guide:  r_t = g(z_t), the paper.
-    oracle (control): r_t = 0.1 x the true progress of the move z_t judges, in place of g(z_t).
-    random (control): each written guide's polarity redrawn independently of the move, with
-            the shares of this batch's guides, from `generator`.
-    Any other source is a ValueError."""
-    if source not in ("guide", "oracle", "random"):
-        raise ValueError(f"unknown reward source {source!r}; use guide, oracle or random")
+def step_rewards(guides: torch.Tensor) -> torch.Tensor:
+    """r_t = g(z_t) for every step of a batch: guides (N, T) index GUIDES, the guide written at
+    step t, -1 where none is -> (N, T), 0 where none is. z_1 judges no move, yet its reward is
+    paid as any other (under step credit it reaches the scale std_j I_j, not an action)."""
     table = torch.tensor([guide_to_reward(word) for word in GUIDES] + [0.0],
                          device=guides.device)  # index -1 reads the last entry
-    if source == "oracle":
-        return table[truths]
-    if source == "random":
-        written = guides >= 0
-        shares = torch.bincount(guides[written], minlength=len(GUIDES)).float()
-        drawn = torch.multinomial(shares, guides.numel(), replacement=True, generator=generator)
-        guides = torch.where(written, drawn.view_as(guides), -1)
     return table[guides]
 
 
@@ -286,9 +270,8 @@ def trust_schedule(iteration: int, total: int, kind: str = "trapezoid",
 
 def trust_at(cfg: Config, iteration: int) -> float:
     """lambda(u) of this run: its schedule where an internal reward is paid, else 0."""
-    paid = cfg.variant == "sg_gr" or (cfg.variant == "grpo" and cfg.internal_reward != "guide")
-    return trust_schedule(iteration, cfg.iterations, cfg.schedule if paid else "never",
-                          cfg.enter_at)
+    return trust_schedule(iteration, cfg.iterations,
+                          cfg.schedule if cfg.pays_internal_reward else "never", cfg.enter_at)
 
 
 # --- Self-Guide: composite return (Sec. 3, R(tau; u) = R_env(tau) + lambda(u) * sum_t r_t) ---
@@ -502,12 +485,10 @@ def per_token(slots, action_advantages, guide_advantages):
 
 
 # --- GRPO: one iteration's advantages (--credit and --guide-advantage combine the above) ---
-def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: int):
-    """r_t, R and each token's advantage under --credit and --guide-advantage: (N, L), (N,).
-    The random control draws from a generator seeded by seed x 10^6 + iteration."""
-    control = torch.Generator(device=batch.guides.device).manual_seed(
-        cfg.seed * 10**6 + iteration)
-    rewards = step_rewards(batch.guides, batch.truths, cfg.internal_reward, control)  # (N, T)
+def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, rewards=None):
+    """R and each token's advantage under --credit and --guide-advantage: (N, L), (N,). rewards
+    (N, T): r_t, by default the guides' g(z_t) (experiments/research.py passes its controls')."""
+    rewards = step_rewards(batch.guides) if rewards is None else rewards                 # (N, T)
     if cfg.internal_return == "mean":
         rewards = length_neutral(rewards, batch.steps)
     returns, _ = composite_return(batch.env_return, rewards, trust)

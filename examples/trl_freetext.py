@@ -919,7 +919,7 @@ def make_rollout_func(cfg: sg.Config, ft: FreeText, tokenizer):
         share = order.shape[1] // processes
         trainer.rows = order[:, rank * share:(rank + 1) * share].flatten().tolist()
         trainer.episodes = batch
-        rewards = sg.step_rewards(batch.steps.guides, batch.steps.truths)           # (N, T)
+        rewards = sg.step_rewards(batch.steps.guides)                               # (N, T)
         guide_return = rewards.sum(1) / batch.steps.steps
         return {"prompt_ids": [batch.prompt for _ in trainer.rows],
                 "completion_ids": [batch.transcripts[r].tokens for r in trainer.rows],
