@@ -217,14 +217,11 @@ def check_config(cfg: Config):  # a ValueError, one clear line, for a setting th
 GUIDE_REWARD = {"positive": 0.1, "neutral": 0.0, "negative": -0.1}
 
 
-def guide_to_reward(text: str) -> float:
-    """r_t = g(z_t): +0.1 for "positive", 0 for "neutral", -0.1 for "negative", read from the
-    first of those words in the text (case, commas and full stops ignored; any object is read
-    as its str). A text without one, or None, is unreadable and counts as neutral: 0."""
-    for word in str(text).lower().replace(",", " ").replace(".", " ").split():
-        if word in GUIDE_REWARD:
-            return GUIDE_REWARD[word]
-    return 0.0
+def guide_to_reward(guide: str) -> float:
+    """r_t = g(z_t): +0.1 for "positive", 0 for "neutral", -0.1 for "negative"; anything else
+    (None too) is unreadable and counts as neutral: 0. A chat model's free text is read into
+    one of these words first (examples/trl_freetext.py's read_guide)."""
+    return GUIDE_REWARD.get(guide, 0.0)
 
 
 def step_rewards(guides: torch.Tensor) -> torch.Tensor:

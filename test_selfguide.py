@@ -446,12 +446,11 @@ def test_same_seed_gives_identical_rollouts_and_greedy_ignores_the_generator():
 
 # --- selfguide: Self-Guide pieces (guide -> reward, trust schedule, composite return) ---
 
-@pytest.mark.parametrize("text, reward", [
-    ("positive", 0.1), ("neutral", 0.0), ("negative", -0.1), ("Negative.", -0.1),
-    ("  POSITIVE, heading the right way", 0.1), ("negative, not positive", -0.1),
-    ("neutral.positive", 0.0), ("unsure", 0.0), ("", 0.0), (None, 0.0)])
-def test_guide_to_reward(text, reward):
-    assert sg.guide_to_reward(text) == reward
+@pytest.mark.parametrize("guide, reward", [
+    ("positive", 0.1), ("neutral", 0.0), ("negative", -0.1), ("unsure", 0.0), ("", 0.0),
+    (None, 0.0)])
+def test_guide_to_reward(guide, reward):
+    assert sg.guide_to_reward(guide) == reward
 
 
 @pytest.mark.parametrize("kind, corners", [

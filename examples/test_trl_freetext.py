@@ -51,10 +51,13 @@ def tokenizers():
 
 @pytest.mark.parametrize("text, guide", [
     ("positive, that got me closer", 0), ("a negative step", 2), ("neutral, no progress", 1),
-    ("Neutral. then positive", 1), ("I am not sure", -1), ("", -1)])
+    ("Neutral. then positive", 1), ("  POSITIVE, heading the right way", 0),
+    ("negative, not positive", 2), ("neutral.positive", 1), ("I am not sure", -1), ("", -1),
+    (None, -1)])
 def test_read_guide_reads_the_first_guide_word_and_knows_unreadable_from_neutral(text, guide):
     assert freetext.read_guide(text) == guide
-    assert sg.guide_to_reward(text) == [0.1, 0.0, -0.1, 0.0][guide]  # unreadable: neutral's 0
+    reward = sg.step_rewards(torch.tensor([[guide]])).item()
+    assert reward == pytest.approx([0.1, 0.0, -0.1, 0.0][guide])  # unreadable: neutral's 0
 
 
 @pytest.mark.parametrize("text, assessment, move", [
