@@ -181,6 +181,10 @@ def flag(name: str) -> str:
     return name.replace("_", "-")  # group_size -> group-size
 
 
+TRAIN_SEED_RANGE = PRIOR_SEED_BASE = 10**8  # tasks: training [0, 10^8), demonstrations 10^8 on,
+EVAL_SEED_BASE = toy_env.HELD_OUT_TASKS     # held-out 10^9 on
+
+
 def check_config(cfg: Config):  # a ValueError, one clear line, for a setting that cannot run
     for f in dataclasses.fields(cfg):  # nan or inf would train, silently, on garbage
         if f.type == "float" and not math.isfinite(getattr(cfg, f.name)):
@@ -255,12 +259,12 @@ def trust_schedule(iteration: int, total: int, kind: str = "trapezoid",
         return 0.0
     if kind == "immediate":
         return 1.0
-    u, ramp = iteration / total, 0.125
-    rise = min(max((u - enter_at) / ramp, 0.0), 1.0)
+    fraction, ramp = iteration / total, 0.125  # f = u / total
+    rise = min(max((fraction - enter_at) / ramp, 0.0), 1.0)
     if kind == "no_anneal":
         return rise
     if kind == "trapezoid":
-        return min(rise, max((1.0 - u) / ramp, 0.0))  # rise <= 1 caps the fall
+        return min(rise, max((1.0 - fraction) / ramp, 0.0))  # rise <= 1 caps the fall
     raise ValueError(f"unknown trust schedule {kind!r}; use trapezoid, immediate, never or "
                      f"no_anneal")
 
@@ -337,10 +341,6 @@ def writable_logits(policy, tokens, cache=None) -> torch.Tensor:
 
 
 # --- Rollout: all episodes advance together, one token stream each, KV-cached ---
-TRAIN_SEED_RANGE = PRIOR_SEED_BASE = 10**8  # tasks: training [0, 10^8), demonstrations 10^8 on,
-EVAL_SEED_BASE = toy_env.HELD_OUT_TASKS     # held-out 10^9 on
-
-
 @dataclasses.dataclass
 class Rollouts:
     """A batch of N finished episodes; T = max_steps, L = their token length."""
@@ -448,9 +448,9 @@ def step_credit(env_advantages, rewards, trust: float, group_size: int, scale: b
     of the guide written at step t (which judges move t-1). Returns the advantages (N, T) of
     a_t, or with own=True of z_t:
 
-        A_{i,t} = A_i^env + lambda * (G_{i,t} - mean_j G_{j,t}) / (std_j I_j + eps)
+        A_{i,t} = A_i^env + lambda * (S_{i,t} - mean_j S_{j,t}) / (std_j I_j + eps)
 
-    G_{i,t} = r_{i,t+1} + r_{i,t+2} + ... is a_t's internal reward-to-go (z_{t+1} judges a_t);
+    S_{i,t} = r_{i,t+1} + r_{i,t+2} + ... is a_t's internal reward-to-go (z_{t+1} judges a_t);
     the baseline is the group's mean of it at the same step (0 after a rollout's end), the
     scale the group's std of the internal returns I_j = sum_t r_{j,t}. A group whose I are all
     equal (a constant guide) adds nothing. With own=True (a guide, --guide-advantage
@@ -507,42 +507,6 @@ def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, rewards=Non
     return per_token(batch.slots, action_advantage, guide_advantage), returns
 
 
-# --- GRPO: clipped surrogate with a k3 KL to the reference, one mean over written tokens ---
-KL_LOG_RATIO_MAX = 20.0  # see grpo_loss; below it the loss is the formula's, to the last bit
-
-
-def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
-              reference_logprobs=None, kl_weights=None):
-    """All inputs (N, L), aligned with the tokens; slots marks the guide and action tokens,
-    advantages each token's advantage, kl_weights the KL weight per token (guide and action
-    weighted apart).
-
-    loss = mean over generated tokens of -min(rho A, clip(rho) A) + kl_weights * KL_k3(pi || ref),
-    rho = exp(log pi - log pi_old), KL_k3 = e^x - x - 1 with x = log ref - log pi clamped at
-    KL_LOG_RATIO_MAX. Returns (loss, stats): the clip fraction, the approximate KL to the
-    rollout policy and the mean KL to the reference, over the generated tokens."""
-    generated = slots != SLOT_CONTEXT
-    log_ratio = torch.where(generated, new_logprobs - old_logprobs, 0.0)
-    ratio = log_ratio.exp()
-    per_token_loss = -torch.min(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
-    kl = torch.zeros_like(per_token_loss)
-    if reference_logprobs is not None:
-        # k3 grows as e^x: a guide pushed 88 nats below the reference would make the loss inf.
-        # Clamped (as verl does), such a token gets no KL gradient, as the clip gives none.
-        log_ref_ratio = torch.where(generated, reference_logprobs - new_logprobs, 0.0)
-        log_ref_ratio = log_ref_ratio.clamp(max=KL_LOG_RATIO_MAX)
-        kl = log_ref_ratio.exp() - log_ref_ratio - 1  # k3: unbiased, always >= 0
-        per_token_loss = per_token_loss + kl_weights * kl
-    count = generated.sum().clamp(min=1)
-    loss = torch.where(generated, per_token_loss, 0.0).sum() / count
-    with torch.no_grad():
-        def mean(x):  # over the generated tokens
-            return torch.where(generated, x, 0.0).sum().item() / count.item()
-        stats = {"clip_fraction": mean(((ratio - 1).abs() > clip).float()),
-                 "approx_kl": mean(ratio - 1 - log_ratio), "kl_ref": mean(kl)}
-    return loss, stats
-
-
 # --- The training pass: log pi of each written word, as the rollout sampled it ---
 def scored_positions(slots) -> torch.Tensor:  # (Q,): where any row holds a guide or action
     return (slots != SLOT_CONTEXT).any(0).nonzero().squeeze(-1)
@@ -597,6 +561,42 @@ def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
     chosen = logp.gather(-1, column[..., None]).squeeze(-1)                  # (N, Q)
     chosen = torch.zeros(tokens.shape, device=tokens.device).index_copy(1, targets, chosen)
     return torch.where(slots != SLOT_CONTEXT, chosen, torch.zeros_like(chosen))  # (N, L)
+
+
+# --- GRPO: clipped surrogate with a k3 KL to the reference, one mean over written tokens ---
+KL_LOG_RATIO_MAX = 20.0  # see grpo_loss; below it the loss is the formula's, to the last bit
+
+
+def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
+              reference_logprobs=None, kl_weights=None):
+    """All inputs (N, L), aligned with the tokens; slots marks the guide and action tokens,
+    advantages each token's advantage, kl_weights the KL weight per token (guide and action
+    weighted apart).
+
+    loss = mean over generated tokens of -min(rho A, clip(rho) A) + kl_weights * KL_k3(pi || ref),
+    rho = exp(log pi - log pi_old), KL_k3 = e^x - x - 1 with x = log ref - log pi clamped at
+    KL_LOG_RATIO_MAX. Returns (loss, stats): the clip fraction, the approximate KL to the
+    rollout policy and the mean KL to the reference, over the generated tokens."""
+    generated = slots != SLOT_CONTEXT
+    log_ratio = torch.where(generated, new_logprobs - old_logprobs, 0.0)
+    ratio = log_ratio.exp()
+    per_token_loss = -torch.min(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
+    kl = torch.zeros_like(per_token_loss)
+    if reference_logprobs is not None:
+        # k3 grows as e^x: a guide pushed 88 nats below the reference would make the loss inf.
+        # Clamped (as verl does), such a token gets no KL gradient, as the clip gives none.
+        log_ref_ratio = torch.where(generated, reference_logprobs - new_logprobs, 0.0)
+        log_ref_ratio = log_ref_ratio.clamp(max=KL_LOG_RATIO_MAX)
+        kl = log_ref_ratio.exp() - log_ref_ratio - 1  # k3: unbiased, always >= 0
+        per_token_loss = per_token_loss + kl_weights * kl
+    count = generated.sum().clamp(min=1)
+    loss = torch.where(generated, per_token_loss, 0.0).sum() / count
+    with torch.no_grad():
+        def mean(x):  # over the generated tokens
+            return torch.where(generated, x, 0.0).sum().item() / count.item()
+        stats = {"clip_fraction": mean(((ratio - 1).abs() > clip).float()),
+                 "approx_kl": mean(ratio - 1 - log_ratio), "kl_ref": mean(kl)}
+    return loss, stats
 
 
 # --- GRPO: the update, several clipped minibatch passes over one iteration's rollouts ---
@@ -708,6 +708,12 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState) -> dict:
     return record
 
 
+# ==========================================================================================
+# The method ends here. Below: what one run needs around it: the Stage 0 prior it starts from
+# (the pretrained LLM's stand-in) with its cache and checkpoints, the loop with its held-out
+# evaluations, the command line, --show, main. experiments/ imports this file.
+# ==========================================================================================
+
 # --- Stage 0: the prior (stands in for the pretrained LLM; departure 1), cached by settings ---
 def encode_episode(steps, guided: bool):  # [(o_t, z_t, a_t), ...] -> (ids, slots)
     tokens, slots = [BOS, GUIDED if guided else UNGUIDED], [SLOT_CONTEXT, SLOT_CONTEXT]
@@ -785,10 +791,63 @@ def load_or_train_prior(cfg: Config, device):  # from the cache if there and who
     return policy
 
 
-# ==========================================================================================
-# The method ends here. Below: what one run needs around it (the loop with its held-out
-# evaluations, the command line, checkpoints, --show, main); experiments/ imports this file.
-# ==========================================================================================
+# --- The cache and checkpoints: each file written beside its target, then renamed onto it ---
+def partial_path(path) -> Path:
+    return Path(path).with_name(f".{Path(path).name}.partial-{os.getpid()}")
+
+
+def write_atomic(path, text: str):
+    temporary = partial_path(path)
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def build_tokenizer():  # word-level, over WORDS, built in code (nothing downloaded)
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    backend = Tokenizer(models.WordLevel(vocab=WORD_ID, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>",
+                                   bos_token="<bos>", eos_token="<eos>")
+
+
+def save_policy(policy, folder, whole: bool = False):
+    """save_pretrained, renamed in file by file, weights last; whole: the folder at once."""
+    folder, temporary = Path(folder), partial_path(folder)
+    (folder.parent if whole else folder).mkdir(parents=True, exist_ok=True)
+    try:
+        policy.save_pretrained(temporary)
+        build_tokenizer().save_pretrained(temporary)
+        if whole:
+            try:
+                os.rename(temporary, folder)
+            except OSError:  # another process's copy got there first: it stays
+                if not folder.exists():
+                    raise
+            return
+        for file in sorted(temporary.iterdir(), key=lambda f: f.name == "model.safetensors"):
+            os.replace(file, folder / file.name)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
+def load_policy(folder, cfg: Config, device):  # config.json first: a wrong folder is one line
+    from transformers import AutoModelForCausalLM
+    path = Path(folder)
+    if not (path / "config.json").exists() or not (path / "model.safetensors").exists():
+        raise SystemExit(f"error: {str(folder)!r} holds no saved policy (no config.json and "
+                         f"model.safetensors); give a folder written by selfguide.py")
+    try:
+        saved = json.loads((path / "config.json").read_text())
+    except ValueError:
+        raise SystemExit(f"error: {str(folder)!r}/config.json is not a saved config") from None
+    if saved.get("vocab_size") != vocab_size(cfg) or \
+            saved.get("n_positions", 0) < episode_length(cfg):
+        raise SystemExit(f"error: {str(folder)!r} was trained for other settings "
+                         f"({saved.get('vocab_size')} words, {saved.get('n_positions')} positions;"
+                         f" these need {vocab_size(cfg)} and {episode_length(cfg)})")
+    return AutoModelForCausalLM.from_pretrained(path).to(device).eval()
+
 
 # --- Training: the iterations, a held-out evaluation every --eval-every, the log ---
 def concat_rollouts(parts) -> Rollouts:  # one batch, streams right-padded with 0
@@ -907,64 +966,6 @@ def pick_device(name: str) -> torch.device:
 def seed_everything(seed: int):
     random.seed(seed)
     torch.manual_seed(seed)
-
-
-# --- Files that survive a kill: each is written beside its target, then renamed onto it ---
-def partial_path(path) -> Path:
-    return Path(path).with_name(f".{Path(path).name}.partial-{os.getpid()}")
-
-
-def write_atomic(path, text: str):
-    temporary = partial_path(path)
-    temporary.write_text(text)
-    os.replace(temporary, path)
-
-
-def build_tokenizer():  # word-level, over WORDS, built in code (nothing downloaded)
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-    backend = Tokenizer(models.WordLevel(vocab=WORD_ID, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>",
-                                   bos_token="<bos>", eos_token="<eos>")
-
-
-def save_policy(policy, folder, whole: bool = False):
-    """save_pretrained, renamed in file by file, weights last; whole: the folder at once."""
-    folder, temporary = Path(folder), partial_path(folder)
-    (folder.parent if whole else folder).mkdir(parents=True, exist_ok=True)
-    try:
-        policy.save_pretrained(temporary)
-        build_tokenizer().save_pretrained(temporary)
-        if whole:
-            try:
-                os.rename(temporary, folder)
-            except OSError:  # another process's copy got there first: it stays
-                if not folder.exists():
-                    raise
-            return
-        for file in sorted(temporary.iterdir(), key=lambda f: f.name == "model.safetensors"):
-            os.replace(file, folder / file.name)
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
-
-
-def load_policy(folder, cfg: Config, device):  # config.json first: a wrong folder is one line
-    from transformers import AutoModelForCausalLM
-    path = Path(folder)
-    if not (path / "config.json").exists() or not (path / "model.safetensors").exists():
-        raise SystemExit(f"error: {str(folder)!r} holds no saved policy (no config.json and "
-                         f"model.safetensors); give a folder written by selfguide.py")
-    try:
-        saved = json.loads((path / "config.json").read_text())
-    except ValueError:
-        raise SystemExit(f"error: {str(folder)!r}/config.json is not a saved config") from None
-    if saved.get("vocab_size") != vocab_size(cfg) or \
-            saved.get("n_positions", 0) < episode_length(cfg):
-        raise SystemExit(f"error: {str(folder)!r} was trained for other settings "
-                         f"({saved.get('vocab_size')} words, {saved.get('n_positions')} positions;"
-                         f" these need {vocab_size(cfg)} and {episode_length(cfg)})")
-    return AutoModelForCausalLM.from_pretrained(path).to(device).eval()
 
 
 # --- One run: train (or --eval-only), the summary table, --show ---

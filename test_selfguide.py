@@ -61,8 +61,8 @@ def test_the_method_file_names_no_research_variant_and_stays_within_its_size():
 
 def test_the_method_file_reads_in_the_order_an_iteration_runs():
     """Top to bottom: the settings and their checks, the paper's equations, the rollout, the
-    advantages, the loss and the update, the iteration, Stage 0 with its cache; then the
-    banner, and below it what one run needs around the method."""
+    advantages, the log-probs, the loss and the update, the iteration; then the banner, and
+    below it what one run needs around the method: Stage 0 with its cache first."""
     source = sg.Path(sg.__file__).read_text()
     lines = source.splitlines()
     at = {name: next(i for i, line in enumerate(lines) if line.startswith(f"{kind} {name}(")
@@ -72,13 +72,14 @@ def test_the_method_file_reads_in_the_order_an_iteration_runs():
                              ("def", "composite_return"), ("def", "rollout"),
                              ("def", "group_advantages"), ("def", "step_credit"),
                              ("def", "per_token"), ("def", "iteration_advantages"),
-                             ("def", "grpo_loss"), ("def", "grpo_update"),
-                             ("def", "grpo_iteration"), ("def", "train_prior"),
-                             ("def", "load_or_train_prior"), ("def", "train"),
+                             ("def", "token_logprobs"), ("def", "grpo_loss"),
+                             ("def", "grpo_update"), ("def", "grpo_iteration"),
+                             ("def", "train_prior"), ("def", "load_or_train_prior"),
+                             ("def", "save_policy"), ("def", "load_policy"), ("def", "train"),
                              ("def", "parse_config"), ("def", "main")]}
     assert list(at.values()) == sorted(at.values())
     banner = next(i for i, line in enumerate(lines) if "The method ends here" in line)
-    assert at["load_or_train_prior"] < banner < at["train"]
+    assert at["grpo_iteration"] < banner < at["train_prior"]
 
 
 def test_a_setting_outside_its_choices_is_refused_in_python_too():
