@@ -25,13 +25,15 @@ Iteration u of U = 150; rollout i of a group of G = 8 on one task, T_i moves, R_
     r_i,t     = g(z_i,t) / T_i                          (each reward over the episode's length)
     A_env_i   = (R_env_i - mean_G R_env) / (std_G R_env + eps), 0 where the group's are equal
     action a_i,t: A_env_i + lambda(u) (S_i,t - mean_G S_.,t) / (std_G I + eps)
-                  S_i,t = r_i,t+1 + r_i,t+2 + ... (0 past the end), I_j = sum_t r_j,t; the
-                  second term 0 where the group's I are equal
+                  S_i,t = r_i,t+1 + r_i,t+2 + ... (0 past the end), I_j = sum_t r_j,t (z_1's
+                  r too, though z_1 judges no move); the second term 0 where the group's I
+                  are equal
     guide z_i,t:  A_env_i
-    loss: the mean over every written token w of -min(rho_w A_w, clip(rho_w, 0.8, 1.2) A_w)
-          + beta_w (e^x - x - 1), rho_w = pi(w) / pi_old(w), x = log pi_prior(w) - log pi(w),
-          each pi at w's sampling temperature (guides 0.1, actions 1); beta 0.1 on guides, 0
-          on actions.
+    loss, at each of the iteration's 8 optimiser steps (2 passes over its rollouts, each in 4
+          minibatches): the mean over the minibatch's written tokens w of
+          -min(rho_w A_w, clip(rho_w, 0.8, 1.2) A_w) + beta_w (e^x - x - 1),
+          rho_w = pi(w) / pi_old(w), x = log pi_prior(w) - log pi(w), each pi at w's sampling
+          temperature (guides 0.1, actions 1); beta 0.1 on guides, 0 on actions.
 
 So the 0.1 of g cancels in the division by std_G I; and a guide the prior is sure of, sampled
 at 0.1, has a gradient of about 0 (departure 7): the guide stays the prior's, and the moves are
@@ -231,7 +233,8 @@ def guide_to_reward(guide: str) -> float:
 def step_rewards(guides: torch.Tensor) -> torch.Tensor:
     """r_t = g(z_t) for every step of a batch: guides (N, T) index GUIDES, the guide written at
     step t, -1 where none is -> (N, T), 0 where none is. z_1 judges no move, yet its reward is
-    paid as any other (under step credit it reaches the scale std_j I_j, not an action)."""
+    paid as any other: it enters the internal return I_j (under step credit the scale of every
+    step's credit, std_j I_j), though no action's reward-to-go."""
     table = torch.tensor([guide_to_reward(word) for word in GUIDES] + [0.0],
                          device=guides.device)  # index -1 reads the last entry
     return table[guides]

@@ -540,13 +540,15 @@ Iteration u of U = 150; rollout i of a group of G = 8 on one task, T_i moves, R_
     r_i,t     = g(z_i,t) / T_i                          (each reward over the episode's length)
     A_env_i   = (R_env_i - mean_G R_env) / (std_G R_env + eps), 0 where the group's are equal
     action a_i,t: A_env_i + lambda(u) (S_i,t - mean_G S_.,t) / (std_G I + eps)
-                  S_i,t = r_i,t+1 + r_i,t+2 + ... (0 past the end), I_j = sum_t r_j,t; the
-                  second term 0 where the group's I are equal
+                  S_i,t = r_i,t+1 + r_i,t+2 + ... (0 past the end), I_j = sum_t r_j,t (z_1's
+                  r too, though z_1 judges no move); the second term 0 where the group's I
+                  are equal
     guide z_i,t:  A_env_i
-    loss: the mean over every written token w of -min(rho_w A_w, clip(rho_w, 0.8, 1.2) A_w)
-          + beta_w (e^x - x - 1), rho_w = pi(w) / pi_old(w), x = log pi_prior(w) - log pi(w),
-          each pi at w's sampling temperature (guides 0.1, actions 1); beta 0.1 on guides, 0
-          on actions.
+    loss, at each of the iteration's 8 optimiser steps (2 passes over its rollouts, each in 4
+          minibatches): the mean over the minibatch's written tokens w of
+          -min(rho_w A_w, clip(rho_w, 0.8, 1.2) A_w) + beta_w (e^x - x - 1),
+          rho_w = pi(w) / pi_old(w), x = log pi_prior(w) - log pi(w), each pi at w's sampling
+          temperature (guides 0.1, actions 1); beta 0.1 on guides, 0 on actions.
 """
 DOCSTRING_PAPER = """\
     r_i,t = g(z_i,t),  R_i = R_env_i + lambda(u) sum_t r_i,t
@@ -638,6 +640,7 @@ def docstring_iteration(monkeypatch, cfg, iteration):
     def loss(*args):
         result = real_loss(*args)
         seen.setdefault("loss", (args, result[0].item()))
+        seen.setdefault("minibatches", []).append(len(args[0]))
         return result
     monkeypatch.setattr(sg, "rollout", rollout)
     monkeypatch.setattr(sg, "grpo_update", update)
@@ -713,6 +716,7 @@ def test_the_docstrings_objective_is_what_an_iteration_trains(monkeypatch, itera
         assert reference is None and weights is None and seen["kl_weights"] is None
     assert loss == pytest.approx(per_token[written].mean().item(), rel=1e-4, abs=1e-6)
     assert clip == 0.2 and seen["cfg"].group_size == 8 and cfg.iterations == 150
+    assert seen["minibatches"] == [len(seen["batch"].tokens) // 4] * 8  # the 8 steps' means
 
 
 def test_group_advantages_hand_computed():
