@@ -26,14 +26,13 @@ Iteration u of U = 150; rollout i of a group of G = 8 on one task, T_i moves, R_
     A_env_i   = (R_env_i - mean_G R_env) / (std_G R_env + eps), 0 where the group's are equal
     action a_i,t: A_env_i + lambda(u) (S_i,t - mean_G S_.,t) / (std_G I + eps)
                   S_i,t = r_i,t+1 + r_i,t+2 + ... (0 past the end), I_j = sum_t r_j,t (z_1's
-                  r too, though z_1 judges no move); the second term 0 where the group's I
-                  are equal
+                  too); the second term 0 where the group's I are equal
     guide z_i,t:  A_env_i
-    loss, at each of the iteration's 8 optimiser steps (2 passes over its rollouts, each in 4
-          minibatches): the mean over the minibatch's written tokens w of
-          -min(rho_w A_w, clip(rho_w, 0.8, 1.2) A_w) + beta_w (e^x - x - 1),
-          rho_w = pi(w) / pi_old(w), x = log pi_prior(w) - log pi(w), each pi at w's sampling
-          temperature (guides 0.1, actions 1); beta 0.1 on guides, 0 on actions.
+    loss, per minibatch (8 optimiser steps an iteration: 2 passes of 4 minibatches): the mean
+          over its written tokens w of -min(rho_w A_w, clip(rho_w, 0.8, 1.2) A_w)
+          + beta_w (e^x - x - 1), rho_w = pi(w) / pi_old(w), x = log pi_prior(w) - log pi(w),
+          each pi at w's sampling temperature (guides 0.1, actions 1); beta 0.1 on guides, 0
+          on actions.
 
 So the 0.1 of g cancels in the division by std_G I; and a guide the prior is sure of, sampled
 at 0.1, has a gradient of about 0 (departure 7): the guide stays the prior's, and the moves are
@@ -149,12 +148,12 @@ class Config:
     def guided(self) -> bool:  # does the agent write a guide before each action?
         return self.variant != "grpo"
 
-    # The seams: experiments/research.py's Config overrides these five to run the report's
-    # variants and controls: make_env (the maze, and its demonstrator), prior_settings (what
-    # Stage 0's cache is keyed by), cloned_enough (stop cloning after this update?),
-    # pays_internal_reward (is lambda(u) the schedule's?) and advantages (r_t and each token's
-    # advantage, given the run's TrainState, on which an experiment keeps what it carries).
-    # The controls (an oracle or a random r_t in the guide's place) live there, not here.
+    # The seams: experiments/research.py's Config overrides these five for the report's variants
+    # and controls: make_env (the maze, its demonstrator), prior_settings (Stage 0's cache key),
+    # cloned_enough (stop cloning now?), pays_internal_reward (is lambda(u) the schedule's?) and
+    # advantages (r_t and each token's, given the run's TrainState). Moved out, as the default
+    # never runs them: the oracle and random controls (to research.py's internal_rewards) and
+    # the reading of a guide from free text (to examples/trl_freetext.py's read_guide).
     @property
     def pays_internal_reward(self) -> bool:  # GRPO w/ SG & GR pays the guide's reward
         return self.variant == "sg_gr"
@@ -225,8 +224,7 @@ GUIDE_REWARD = {"positive": 0.1, "neutral": 0.0, "negative": -0.1}
 
 def guide_to_reward(guide: str) -> float:
     """r_t = g(z_t): +0.1 for "positive", 0 for "neutral", -0.1 for "negative"; anything else
-    (None too) is unreadable and counts as neutral: 0. A chat model's free text is read into
-    one of these words first (examples/trl_freetext.py's read_guide)."""
+    (None too) is unreadable and counts as neutral: 0."""
     return GUIDE_REWARD.get(guide, 0.0)
 
 
