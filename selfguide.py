@@ -229,10 +229,10 @@ def guide_to_reward(guide: str) -> float:
 
 
 def step_rewards(guides: torch.Tensor) -> torch.Tensor:
-    """r_t = g(z_t) for every step of a batch: guides (N, T) index GUIDES, the guide written at
-    step t, -1 where none is -> (N, T), 0 where none is. z_1 judges no move, yet its reward is
-    paid as any other: it enters the internal return I_j (under step credit the scale of every
-    step's credit, std_j I_j), though no action's reward-to-go."""
+    """r_t = g(z_t) for every step of a batch: guides (N, T) index GUIDES (the guide written at
+    step t; -1 where none is) -> r_t (N, T), 0 where none is. z_1 judges no move, yet its reward
+    is paid as any other: it enters the internal return I_j (under step credit the scale of
+    every step's credit, std_j I_j), though no action's reward-to-go."""
     table = torch.tensor([guide_to_reward(word) for word in GUIDES] + [0.0],
                          device=guides.device)  # index -1 reads the last entry
     return table[guides]
@@ -484,7 +484,7 @@ def per_token(slots, action_advantages, guide_advantages):
 
 # --- GRPO: one iteration's advantages (--credit and --guide-advantage combine the above) ---
 def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, rewards=None):
-    """R and each token's advantage under --credit and --guide-advantage: (N, L), (N,). rewards
+    """Each token's advantage (N, L) and R (N,) under --credit and --guide-advantage. rewards
     (N, T): r_t, by default the guides' g(z_t) (experiments/research.py passes its controls')."""
     rewards = step_rewards(batch.guides) if rewards is None else rewards                 # (N, T)
     if cfg.internal_return == "mean":
