@@ -80,15 +80,14 @@ def first_rollouts(policy, cfg: sg.Config):
                       replay.sampler), replay
 
 
-def hand_advantages(batch: sg.Rollouts, cfg: sg.Config, trust: float, iteration: int = 1):
+def hand_advantages(batch: sg.Rollouts, cfg: sg.Config, trust: float, rewards=None):
     """iteration_advantages put together by hand from the graded functions (step_rewards,
     length_neutral, composite_return, group_advantages, step_credit, per_token): the
-    per-token advantages (N, L) and the composite returns (N,). The random control draws
-    from a generator seeded by seed x 10^6 + iteration, as iteration_advantages says."""
+    per-token advantages (N, L) and the composite returns (N,). rewards (N, T): r_t, by
+    default the guides' g(z_t), as iteration_advantages takes them."""
     G, horizon = cfg.group_size, batch.guides.shape[1]
     scale = cfg.advantage == "grpo"
-    control = torch.Generator().manual_seed(cfg.seed * 10**6 + iteration)
-    rewards = sg.step_rewards(batch.guides, batch.truths, cfg.internal_reward, control)
+    rewards = sg.step_rewards(batch.guides) if rewards is None else rewards
     if cfg.internal_return == "mean":
         rewards = sg.length_neutral(rewards, batch.steps)
     returns, _ = sg.composite_return(batch.env_return, rewards, trust)

@@ -25,10 +25,11 @@ Iteration u of U = 150; rollout i of a group of G = 8 on one task, T_i moves, R_
     r_i,t     = g(z_i,t) / T_i                          (each reward over the episode's length)
     A_env_i   = (R_env_i - mean_G R_env) / (std_G R_env + eps), 0 where the group's are equal
     action a_i,t: A_env_i + lambda(u) (S_i,t - mean_G S_.,t) / (std_G I + eps)
-                  S_i,t = r_i,t+1 + r_i,t+2 + ... (0 past the end), I_j = sum_t r_j,t; the
-                  second term 0 where the group's I are equal
+                  S_i,t = r_i,t+1 + r_i,t+2 + ... (0 past the end), I_j = sum_t r_j,t (z_1's
+                  too); the second term 0 where the group's I are equal
     guide z_i,t:  A_env_i
-    loss: the mean over every written token w of -min(rho_w A_w, clip(rho_w, 0.8, 1.2) A_w)
+    loss, per minibatch (8 optimiser steps an iteration: 2 passes of 4 minibatches): the mean
+          over its written tokens w of -min(rho_w A_w, clip(rho_w, 0.8, 1.2) A_w)
           + beta_w (e^x - x - 1), rho_w = pi(w) / pi_old(w), x = log pi_prior(w) - log pi(w),
           each pi at w's sampling temperature (guides 0.1, actions 1); beta 0.1 on guides, 0
           on actions.
@@ -104,8 +105,6 @@ class Config:
     # Self-Guide
     variant: str = setting("sg_gr", "grpo: R_env only; sg: guides, lambda 0; sg_gr: and their "
                                     "reward", ["grpo", "sg", "sg_gr"])
-    internal_reward: str = setting("guide", "r_t: guide (the paper), or the controls oracle and "
-                                            "random", ["guide", "oracle", "random"])
     schedule: str = setting("trapezoid", "lambda(u): the paper's trapezoid, or an ablation",
                             ["trapezoid", "immediate", "never", "no_anneal"])
     enter_at: float = setting(0.5, "fraction of training at which lambda starts to rise")
@@ -149,10 +148,16 @@ class Config:
     def guided(self) -> bool:  # does the agent write a guide before each action?
         return self.variant != "grpo"
 
-    # The seams: experiments/research.py's Config overrides these four to run the report's
-    # variants: make_env (the maze, and its demonstrator), prior_settings (what Stage 0's cache
-    # is keyed by), cloned_enough (stop cloning after this update?) and advantages (given the
-    # run's TrainState, on which an experiment keeps what it carries between iterations).
+    # The seams: experiments/research.py's Config overrides these five for the report's variants
+    # and controls: make_env (the maze, its demonstrator), prior_settings (Stage 0's cache key),
+    # cloned_enough (stop cloning now?), pays_internal_reward (is lambda(u) the schedule's?) and
+    # advantages (r_t and each token's, given the run's TrainState). Moved out, as the default
+    # never runs them: the oracle and random controls (to research.py's internal_rewards) and
+    # the reading of a guide from free text (to examples/trl_freetext.py's read_guide).
+    @property
+    def pays_internal_reward(self) -> bool:  # GRPO w/ SG & GR pays the guide's reward
+        return self.variant == "sg_gr"
+
     def make_env(self) -> GridWorld:
         return GridWorld(self.size, self.wall_prob, self.min_distance, self.max_steps,
                          cue=self.cue)
@@ -166,7 +171,7 @@ class Config:
         return False
 
     def advantages(self, batch, trust: float, iteration: int, state) -> tuple:  # (N, L), (N,)
-        return iteration_advantages(batch, self, trust, iteration)
+        return iteration_advantages(batch, self, trust)
 
 
 PAPER_FAITHFUL = {"kl_guide": 0.0, "internal_return": "sum", "guide_advantage": "composite",
@@ -175,6 +180,10 @@ PAPER_FAITHFUL = {"kl_guide": 0.0, "internal_return": "sum", "guide_advantage": 
 
 def flag(name: str) -> str:
     return name.replace("_", "-")  # group_size -> group-size
+
+
+TRAIN_SEED_RANGE = PRIOR_SEED_BASE = 10**8  # tasks: training [0, 10^8), demonstrations 10^8 on,
+EVAL_SEED_BASE = toy_env.HELD_OUT_TASKS     # held-out 10^9 on
 
 
 def check_config(cfg: Config):  # a ValueError, one clear line, for a setting that cannot run
@@ -202,10 +211,6 @@ def check_config(cfg: Config):  # a ValueError, one clear line, for a setting th
             (min(cfg.kl_guide, cfg.kl_action) < 0, "KL weights must not be negative"),
             (cfg.minibatches > cfg.tasks_per_iter * cfg.group_size,
              "--minibatches cannot exceed the rollouts per iteration"),
-            (cfg.internal_reward != "guide" and cfg.variant == "sg", "--variant sg pays no "
-             "internal reward (lambda = 0): use sg_gr for a control (or grpo for the oracle)"),
-            (cfg.internal_reward == "random" and not cfg.guided, "--internal-reward random draws "
-             "with the shares of the policy's guides: it needs a guide slot (--variant sg_gr)"),
             (EVAL_SEED_BASE - cfg.prior_episodes < first < EVAL_SEED_BASE + cfg.eval_tasks,
              f"--seed {cfg.seed} would clone its prior on the held-out mazes: choose another")]:
         if wrong:
@@ -217,38 +222,19 @@ def check_config(cfg: Config):  # a ValueError, one clear line, for a setting th
 GUIDE_REWARD = {"positive": 0.1, "neutral": 0.0, "negative": -0.1}
 
 
-def guide_to_reward(text: str) -> float:
-    """r_t = g(z_t): +0.1 for "positive", 0 for "neutral", -0.1 for "negative", read from the
-    first of those words in the text (case, commas and full stops ignored; any object is read
-    as its str). A text without one, or None, is unreadable and counts as neutral: 0."""
-    for word in str(text).lower().replace(",", " ").replace(".", " ").split():
-        if word in GUIDE_REWARD:
-            return GUIDE_REWARD[word]
-    return 0.0
+def guide_to_reward(guide: str) -> float:
+    """r_t = g(z_t): +0.1 for "positive", 0 for "neutral", -0.1 for "negative"; anything else
+    (None too) is unreadable and counts as neutral: 0."""
+    return GUIDE_REWARD.get(guide, 0.0)
 
 
-def step_rewards(guides: torch.Tensor, truths: torch.Tensor, source: str = "guide",
-                 generator=None) -> torch.Tensor:
-    """r_t for every step of a batch: (N, T), 0 where no reward is due. guides, truths: (N, T)
-    index GUIDES (the guide written at step t, and the true progress of the move it judges),
-    -1 where there is none.
-
-    guide:  r_t = g(z_t), the paper.
-    oracle (control): r_t = 0.1 x the true progress of the move z_t judges, in place of g(z_t).
-    random (control): each written guide's polarity redrawn independently of the move, with
-            the shares of this batch's guides, from `generator`.
-    Any other source is a ValueError."""
-    if source not in ("guide", "oracle", "random"):
-        raise ValueError(f"unknown reward source {source!r}; use guide, oracle or random")
+def step_rewards(guides: torch.Tensor) -> torch.Tensor:
+    """r_t = g(z_t) for every step of a batch: guides (N, T) index GUIDES (the guide written at
+    step t; -1 where none is) -> r_t (N, T), 0 where none is. z_1 judges no move, yet its reward
+    is paid as any other: it enters the internal return I_j (under step credit the scale of
+    every step's credit, std_j I_j), though no action's reward-to-go."""
     table = torch.tensor([guide_to_reward(word) for word in GUIDES] + [0.0],
                          device=guides.device)  # index -1 reads the last entry
-    if source == "oracle":
-        return table[truths]
-    if source == "random":
-        written = guides >= 0
-        shares = torch.bincount(guides[written], minlength=len(GUIDES)).float()
-        drawn = torch.multinomial(shares, guides.numel(), replacement=True, generator=generator)
-        guides = torch.where(written, drawn.view_as(guides), -1)
     return table[guides]
 
 
@@ -274,21 +260,20 @@ def trust_schedule(iteration: int, total: int, kind: str = "trapezoid",
         return 0.0
     if kind == "immediate":
         return 1.0
-    u, ramp = iteration / total, 0.125
-    rise = min(max((u - enter_at) / ramp, 0.0), 1.0)
+    fraction, ramp = iteration / total, 0.125  # f = u / total
+    rise = min(max((fraction - enter_at) / ramp, 0.0), 1.0)
     if kind == "no_anneal":
         return rise
     if kind == "trapezoid":
-        return min(rise, max((1.0 - u) / ramp, 0.0))  # rise <= 1 caps the fall
+        return min(rise, max((1.0 - fraction) / ramp, 0.0))  # rise <= 1 caps the fall
     raise ValueError(f"unknown trust schedule {kind!r}; use trapezoid, immediate, never or "
                      f"no_anneal")
 
 
 def trust_at(cfg: Config, iteration: int) -> float:
     """lambda(u) of this run: its schedule where an internal reward is paid, else 0."""
-    paid = cfg.variant == "sg_gr" or (cfg.variant == "grpo" and cfg.internal_reward != "guide")
-    return trust_schedule(iteration, cfg.iterations, cfg.schedule if paid else "never",
-                          cfg.enter_at)
+    return trust_schedule(iteration, cfg.iterations,
+                          cfg.schedule if cfg.pays_internal_reward else "never", cfg.enter_at)
 
 
 # --- Self-Guide: composite return (Sec. 3, R(tau; u) = R_env(tau) + lambda(u) * sum_t r_t) ---
@@ -357,10 +342,6 @@ def writable_logits(policy, tokens, cache=None) -> torch.Tensor:
 
 
 # --- Rollout: all episodes advance together, one token stream each, KV-cached ---
-TRAIN_SEED_RANGE = PRIOR_SEED_BASE = 10**8  # tasks: training [0, 10^8), demonstrations 10^8 on,
-EVAL_SEED_BASE = toy_env.HELD_OUT_TASKS     # held-out 10^9 on
-
-
 @dataclasses.dataclass
 class Rollouts:
     """A batch of N finished episodes; T = max_steps, L = their token length."""
@@ -468,9 +449,9 @@ def step_credit(env_advantages, rewards, trust: float, group_size: int, scale: b
     of the guide written at step t (which judges move t-1). Returns the advantages (N, T) of
     a_t, or with own=True of z_t:
 
-        A_{i,t} = A_i^env + lambda * (G_{i,t} - mean_j G_{j,t}) / (std_j I_j + eps)
+        A_{i,t} = A_i^env + lambda * (S_{i,t} - mean_j S_{j,t}) / (std_j I_j + eps)
 
-    G_{i,t} = r_{i,t+1} + r_{i,t+2} + ... is a_t's internal reward-to-go (z_{t+1} judges a_t);
+    S_{i,t} = r_{i,t+1} + r_{i,t+2} + ... is a_t's internal reward-to-go (z_{t+1} judges a_t);
     the baseline is the group's mean of it at the same step (0 after a rollout's end), the
     scale the group's std of the internal returns I_j = sum_t r_{j,t}. A group whose I are all
     equal (a constant guide) adds nothing. With own=True (a guide, --guide-advantage
@@ -502,12 +483,10 @@ def per_token(slots, action_advantages, guide_advantages):
 
 
 # --- GRPO: one iteration's advantages (--credit and --guide-advantage combine the above) ---
-def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: int):
-    """r_t, R and each token's advantage under --credit and --guide-advantage: (N, L), (N,).
-    The random control draws from a generator seeded by seed x 10^6 + iteration."""
-    control = torch.Generator(device=batch.guides.device).manual_seed(
-        cfg.seed * 10**6 + iteration)
-    rewards = step_rewards(batch.guides, batch.truths, cfg.internal_reward, control)  # (N, T)
+def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, rewards=None):
+    """Each token's advantage (N, L) and R (N,) under --credit and --guide-advantage. rewards
+    (N, T): r_t, by default the guides' g(z_t) (experiments/research.py passes its controls')."""
+    rewards = step_rewards(batch.guides) if rewards is None else rewards                 # (N, T)
     if cfg.internal_return == "mean":
         rewards = length_neutral(rewards, batch.steps)
     returns, _ = composite_return(batch.env_return, rewards, trust)
@@ -527,42 +506,6 @@ def iteration_advantages(batch: Rollouts, cfg: Config, trust: float, iteration: 
     else:  # env, a guard: a guide is never paid for the reward it grants
         guide_advantage = env_advantage[:, None].expand(-1, horizon)
     return per_token(batch.slots, action_advantage, guide_advantage), returns
-
-
-# --- GRPO: clipped surrogate with a k3 KL to the reference, one mean over written tokens ---
-KL_LOG_RATIO_MAX = 20.0  # see grpo_loss; below it the loss is the formula's, to the last bit
-
-
-def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
-              reference_logprobs=None, kl_weights=None):
-    """All inputs (N, L), aligned with the tokens; slots marks the guide and action tokens,
-    advantages each token's advantage, kl_weights the KL weight per token (guide and action
-    weighted apart).
-
-    loss = mean over generated tokens of -min(rho A, clip(rho) A) + kl_weights * KL_k3(pi || ref),
-    rho = exp(log pi - log pi_old), KL_k3 = e^x - x - 1 with x = log ref - log pi clamped at
-    KL_LOG_RATIO_MAX. Returns (loss, stats): the clip fraction, the approximate KL to the
-    rollout policy and the mean KL to the reference, over the generated tokens."""
-    generated = slots != SLOT_CONTEXT
-    log_ratio = torch.where(generated, new_logprobs - old_logprobs, 0.0)
-    ratio = log_ratio.exp()
-    per_token_loss = -torch.min(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
-    kl = torch.zeros_like(per_token_loss)
-    if reference_logprobs is not None:
-        # k3 grows as e^x: a guide pushed 88 nats below the reference would make the loss inf.
-        # Clamped (as verl does), such a token gets no KL gradient, as the clip gives none.
-        log_ref_ratio = torch.where(generated, reference_logprobs - new_logprobs, 0.0)
-        log_ref_ratio = log_ref_ratio.clamp(max=KL_LOG_RATIO_MAX)
-        kl = log_ref_ratio.exp() - log_ref_ratio - 1  # k3: unbiased, always >= 0
-        per_token_loss = per_token_loss + kl_weights * kl
-    count = generated.sum().clamp(min=1)
-    loss = torch.where(generated, per_token_loss, 0.0).sum() / count
-    with torch.no_grad():
-        def mean(x):  # over the generated tokens
-            return torch.where(generated, x, 0.0).sum().item() / count.item()
-        stats = {"clip_fraction": mean(((ratio - 1).abs() > clip).float()),
-                 "approx_kl": mean(ratio - 1 - log_ratio), "kl_ref": mean(kl)}
-    return loss, stats
 
 
 # --- The training pass: log pi of each written word, as the rollout sampled it ---
@@ -619,6 +562,42 @@ def token_logprobs(policy, tokens, slots, temperature: float = 1.0,
     chosen = logp.gather(-1, column[..., None]).squeeze(-1)                  # (N, Q)
     chosen = torch.zeros(tokens.shape, device=tokens.device).index_copy(1, targets, chosen)
     return torch.where(slots != SLOT_CONTEXT, chosen, torch.zeros_like(chosen))  # (N, L)
+
+
+# --- GRPO: clipped surrogate with a k3 KL to the reference, one mean over written tokens ---
+KL_LOG_RATIO_MAX = 20.0  # see grpo_loss; below it the loss is the formula's, to the last bit
+
+
+def grpo_loss(new_logprobs, old_logprobs, advantages, slots, clip: float,
+              reference_logprobs=None, kl_weights=None):
+    """All inputs (N, L), aligned with the tokens; slots marks the guide and action tokens,
+    advantages each token's advantage, kl_weights the KL weight per token (guide and action
+    weighted apart).
+
+    loss = mean over generated tokens of -min(rho A, clip(rho) A) + kl_weights * KL_k3(pi || ref),
+    rho = exp(log pi - log pi_old), KL_k3 = e^x - x - 1 with x = log ref - log pi clamped at
+    KL_LOG_RATIO_MAX. Returns (loss, stats): the clip fraction, the approximate KL to the
+    rollout policy and the mean KL to the reference, over the generated tokens."""
+    generated = slots != SLOT_CONTEXT
+    log_ratio = torch.where(generated, new_logprobs - old_logprobs, 0.0)
+    ratio = log_ratio.exp()
+    per_token_loss = -torch.min(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
+    kl = torch.zeros_like(per_token_loss)
+    if reference_logprobs is not None:
+        # k3 grows as e^x: a guide pushed 88 nats below the reference would make the loss inf.
+        # Clamped (as verl does), such a token gets no KL gradient, as the clip gives none.
+        log_ref_ratio = torch.where(generated, reference_logprobs - new_logprobs, 0.0)
+        log_ref_ratio = log_ref_ratio.clamp(max=KL_LOG_RATIO_MAX)
+        kl = log_ref_ratio.exp() - log_ref_ratio - 1  # k3: unbiased, always >= 0
+        per_token_loss = per_token_loss + kl_weights * kl
+    count = generated.sum().clamp(min=1)
+    loss = torch.where(generated, per_token_loss, 0.0).sum() / count
+    with torch.no_grad():
+        def mean(x):  # over the generated tokens
+            return torch.where(generated, x, 0.0).sum().item() / count.item()
+        stats = {"clip_fraction": mean(((ratio - 1).abs() > clip).float()),
+                 "approx_kl": mean(ratio - 1 - log_ratio), "kl_ref": mean(kl)}
+    return loss, stats
 
 
 # --- GRPO: the update, several clipped minibatch passes over one iteration's rollouts ---
@@ -730,6 +709,12 @@ def grpo_iteration(policy, reference, cfg: Config, state: TrainState) -> dict:
     return record
 
 
+# ==========================================================================================
+# The method ends here. Below: what one run needs around it: the Stage 0 prior it starts from
+# (the pretrained LLM's stand-in) with its cache and checkpoints, the loop with its held-out
+# evaluations, the command line, --show, main. experiments/ imports this file.
+# ==========================================================================================
+
 # --- Stage 0: the prior (stands in for the pretrained LLM; departure 1), cached by settings ---
 def encode_episode(steps, guided: bool):  # [(o_t, z_t, a_t), ...] -> (ids, slots)
     tokens, slots = [BOS, GUIDED if guided else UNGUIDED], [SLOT_CONTEXT, SLOT_CONTEXT]
@@ -807,10 +792,63 @@ def load_or_train_prior(cfg: Config, device):  # from the cache if there and who
     return policy
 
 
-# ==========================================================================================
-# The method ends here. Below: what one run needs around it (the loop with its held-out
-# evaluations, the command line, checkpoints, --show, main); experiments/ imports this file.
-# ==========================================================================================
+# --- The cache and checkpoints: each file written beside its target, then renamed onto it ---
+def partial_path(path) -> Path:
+    return Path(path).with_name(f".{Path(path).name}.partial-{os.getpid()}")
+
+
+def write_atomic(path, text: str):
+    temporary = partial_path(path)
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def build_tokenizer():  # word-level, over WORDS, built in code (nothing downloaded)
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    backend = Tokenizer(models.WordLevel(vocab=WORD_ID, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>",
+                                   bos_token="<bos>", eos_token="<eos>")
+
+
+def save_policy(policy, folder, whole: bool = False):
+    """save_pretrained, renamed in file by file, weights last; whole: the folder at once."""
+    folder, temporary = Path(folder), partial_path(folder)
+    (folder.parent if whole else folder).mkdir(parents=True, exist_ok=True)
+    try:
+        policy.save_pretrained(temporary)
+        build_tokenizer().save_pretrained(temporary)
+        if whole:
+            try:
+                os.rename(temporary, folder)
+            except OSError:  # another process's copy got there first: it stays
+                if not folder.exists():
+                    raise
+            return
+        for file in sorted(temporary.iterdir(), key=lambda f: f.name == "model.safetensors"):
+            os.replace(file, folder / file.name)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
+def load_policy(folder, cfg: Config, device):  # config.json first: a wrong folder is one line
+    from transformers import AutoModelForCausalLM
+    path = Path(folder)
+    if not (path / "config.json").exists() or not (path / "model.safetensors").exists():
+        raise SystemExit(f"error: {str(folder)!r} holds no saved policy (no config.json and "
+                         f"model.safetensors); give a folder written by selfguide.py")
+    try:
+        saved = json.loads((path / "config.json").read_text())
+    except ValueError:
+        raise SystemExit(f"error: {str(folder)!r}/config.json is not a saved config") from None
+    if saved.get("vocab_size") != vocab_size(cfg) or \
+            saved.get("n_positions", 0) < episode_length(cfg):
+        raise SystemExit(f"error: {str(folder)!r} was trained for other settings "
+                         f"({saved.get('vocab_size')} words, {saved.get('n_positions')} positions;"
+                         f" these need {vocab_size(cfg)} and {episode_length(cfg)})")
+    return AutoModelForCausalLM.from_pretrained(path).to(device).eval()
+
 
 # --- Training: the iterations, a held-out evaluation every --eval-every, the log ---
 def concat_rollouts(parts) -> Rollouts:  # one batch, streams right-padded with 0
@@ -929,64 +967,6 @@ def pick_device(name: str) -> torch.device:
 def seed_everything(seed: int):
     random.seed(seed)
     torch.manual_seed(seed)
-
-
-# --- Files that survive a kill: each is written beside its target, then renamed onto it ---
-def partial_path(path) -> Path:
-    return Path(path).with_name(f".{Path(path).name}.partial-{os.getpid()}")
-
-
-def write_atomic(path, text: str):
-    temporary = partial_path(path)
-    temporary.write_text(text)
-    os.replace(temporary, path)
-
-
-def build_tokenizer():  # word-level, over WORDS, built in code (nothing downloaded)
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-    backend = Tokenizer(models.WordLevel(vocab=WORD_ID, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>",
-                                   bos_token="<bos>", eos_token="<eos>")
-
-
-def save_policy(policy, folder, whole: bool = False):
-    """save_pretrained, renamed in file by file, weights last; whole: the folder at once."""
-    folder, temporary = Path(folder), partial_path(folder)
-    (folder.parent if whole else folder).mkdir(parents=True, exist_ok=True)
-    try:
-        policy.save_pretrained(temporary)
-        build_tokenizer().save_pretrained(temporary)
-        if whole:
-            try:
-                os.rename(temporary, folder)
-            except OSError:  # another process's copy got there first: it stays
-                if not folder.exists():
-                    raise
-            return
-        for file in sorted(temporary.iterdir(), key=lambda f: f.name == "model.safetensors"):
-            os.replace(file, folder / file.name)
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
-
-
-def load_policy(folder, cfg: Config, device):  # config.json first: a wrong folder is one line
-    from transformers import AutoModelForCausalLM
-    path = Path(folder)
-    if not (path / "config.json").exists() or not (path / "model.safetensors").exists():
-        raise SystemExit(f"error: {str(folder)!r} holds no saved policy (no config.json and "
-                         f"model.safetensors); give a folder written by selfguide.py")
-    try:
-        saved = json.loads((path / "config.json").read_text())
-    except ValueError:
-        raise SystemExit(f"error: {str(folder)!r}/config.json is not a saved config") from None
-    if saved.get("vocab_size") != vocab_size(cfg) or \
-            saved.get("n_positions", 0) < episode_length(cfg):
-        raise SystemExit(f"error: {str(folder)!r} was trained for other settings "
-                         f"({saved.get('vocab_size')} words, {saved.get('n_positions')} positions;"
-                         f" these need {vocab_size(cfg)} and {episode_length(cfg)})")
-    return AutoModelForCausalLM.from_pretrained(path).to(device).eval()
 
 
 # --- One run: train (or --eval-only), the summary table, --show ---

@@ -51,10 +51,13 @@ def tokenizers():
 
 @pytest.mark.parametrize("text, guide", [
     ("positive, that got me closer", 0), ("a negative step", 2), ("neutral, no progress", 1),
-    ("Neutral. then positive", 1), ("I am not sure", -1), ("", -1)])
+    ("Neutral. then positive", 1), ("  POSITIVE, heading the right way", 0),
+    ("negative, not positive", 2), ("neutral.positive", 1), ("I am not sure", -1), ("", -1),
+    (None, -1)])
 def test_read_guide_reads_the_first_guide_word_and_knows_unreadable_from_neutral(text, guide):
     assert freetext.read_guide(text) == guide
-    assert sg.guide_to_reward(text) == [0.1, 0.0, -0.1, 0.0][guide]  # unreadable: neutral's 0
+    reward = sg.step_rewards(torch.tensor([[guide]])).item()
+    assert reward == pytest.approx([0.1, 0.0, -0.1, 0.0][guide])  # unreadable: neutral's 0
 
 
 @pytest.mark.parametrize("text, assessment, move", [
@@ -389,7 +392,7 @@ def test_rewards_and_token_advantages_from_scripted_replies_equal_hand_computed(
     assert batch.unreadable.tolist() == [[False, True, False], [False, False, False]]
     assert batch.unparseable.tolist() == [[False, False, False], [True, False, False]]
     assert batch.steps.guides.tolist() == [[0, 1, 0], [2, 2, 2]]  # unreadable -> neutral
-    advantages, returns = sg.iteration_advantages(batch.steps, cfg, 1.0, 1)
+    advantages, returns = sg.iteration_advantages(batch.steps, cfg, 1.0)
     r = torch.tensor([[1, 0, 1], [-1, -1, -1]]) / 30
     assert returns.tolist() == pytest.approx([r[0].sum().item(), r[1].sum().item()])
     std = (r.sum(1)[0] - r.sum(1)[1]).abs().item() / 2           # population std of two
@@ -809,11 +812,11 @@ def test_one_iteration_with_a_llama_style_model_trains_and_logs_the_failures(
         evaluated.extend(task_seeds if greedy else [])
         return episodes
     monkeypatch.setattr(freetext, "play", recorded)
-    # the oracle's internal reward (0.1 x each move's true progress) needs no readable guide:
-    # some advantages are not 0 whatever the model writes
+    # the guide's reward from the first iteration on (--schedule immediate): the readable
+    # guides give some advantage that is not 0
     # --mazes tuning: every greedy evaluation plays the tuning mazes, and its line says so
     rows = freetext.main(FREE_ARGS + ["--iterations", "1", "--model", str(tiny_llama),
-                                      "--internal-reward", "oracle", "--out", str(out),
+                                      "--out", str(out),
                                       "--freetext-cache", str(tmp_path / "cache"),
                                       "--mazes", "tuning"])
     assert set(evaluated) == {freetext.MAZES["tuning"] + i for i in range(8)}
@@ -870,7 +873,7 @@ def test_two_free_text_processes_make_the_same_updates_as_one(tiny_llama, tmp_pa
     pytest.importorskip("accelerate")
     (text_one, one), (text_two, two) = (
         launch(tmp_path, p, f"p{p}", FREE_ARGS,
-               ["--model", str(tiny_llama), "--internal-reward", "oracle", "--loss", loss,
+               ["--model", str(tiny_llama), "--loss", loss,
                 "--freetext-cache", str(tmp_path / "cache")], "trl_freetext.py") for p in (1, 2))
     assert "on 2 processes, whose weights agree" in text_two
     assert text_two.count("| policy | success") == 1
@@ -977,7 +980,7 @@ def test_the_cpu_recipe_reaches_trl_as_meant_and_trains_only_the_top_blocks(
     peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # GiB
     freetext.main(FREE_ARGS + ["--iterations", "1", "--model", str(tiny_llama), "--kl-guide", "0",
                                "--update-epochs", "1", "--minibatches", "1", "--train-layers", "1",
-                               "--internal-reward", "oracle", "--out", str(out),
+                               "--out", str(out),
                                "--freetext-cache", str(tmp_path / "cache")])
     trainer = made["trainer"]
     assert (trainer.beta, trainer.ref_model, trainer.num_iterations) == (0.0, None, 1)
@@ -1019,7 +1022,7 @@ def test_a_run_stopped_after_a_checkpoint_resumes_to_the_run_it_would_have_been(
     lambda's iteration and the log are all in the checkpoint); a finished run deletes its
     checkpoints; another run's settings are refused in one line."""
     args = FREE_ARGS + ["--iterations", "4", "--save-every", "2", "--eval-every", "2",
-                        "--model", str(tiny_llama), "--internal-reward", "oracle",
+                        "--model", str(tiny_llama),
                         "--freetext-cache", str(tmp_path / "c")]
     freetext.main(args + ["--out", str(tmp_path / "whole")])
     play, sampled = freetext.play, []

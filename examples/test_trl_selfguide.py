@@ -308,7 +308,7 @@ def test_trl_bridge_trains_with_selfguides_schedule_tasks_and_sampling(tmp_path,
     # (in {0, 1}: its mean is the success), and the mean g(z_t) of the same episodes, replayed
     assert records[0]["trl/rewards/success_reward/mean"] == pytest.approx(first["success"])
     batch = first_rollouts(prior, cfg)[0]
-    guide_return = sg.step_rewards(batch.guides, batch.truths).sum(1) / batch.steps
+    guide_return = sg.step_rewards(batch.guides).sum(1) / batch.steps
     assert records[0]["trl/rewards/guide_reward/mean"] == pytest.approx(
         guide_return.mean().item(), rel=1e-6)
     from transformers import AutoModelForCausalLM

@@ -9,8 +9,8 @@ a turn of a chat:
     assistant  Assessment: positive, that got me closer     (the model's turn: free text,
                Move: east                                     sampled over the whole vocabulary)
 
-- The guide z_t is read from the assessment by selfguide's `guide_to_reward` (`read_guide`):
-  text without positive / neutral / negative in it is unreadable and counts as neutral.
+- The guide z_t is read from the assessment (`read_guide`): the first of positive / neutral /
+  negative in it; text without one is unreadable and counts as neutral (selfguide's r_t 0).
 - A reply without a readable move (no `Move: north|east|south|west`) is a bump: the agent
   stays where it is and the step counts (toy_env's `step(None)`). Both are counted.
 - Spans are found by parsing the reply's text and mapping the characters back to the tokens
@@ -330,14 +330,13 @@ def opening(guided: bool, example: bool = False, cue: bool = True, world=Maze) -
 
 
 def read_guide(text) -> int:
-    """The guide written in an assessment, as an index into GUIDES, read by selfguide's
-    guide_to_reward; -1 if unreadable (no guide word), which that reward counts as neutral.
-    guide_to_reward reads the first guide word: so the text holds none exactly when one
-    appended after it is the one read."""
-    reward = sg.guide_to_reward(text)
-    if reward:
-        return GUIDES.index("positive" if reward > 0 else "negative")
-    return 1 if sg.guide_to_reward(f"{text} positive") == 0 else -1
+    """The guide written in an assessment, as an index into GUIDES: the first of positive /
+    neutral / negative in it (case, commas and full stops ignored; any object read as its
+    str); -1 if it holds none (unreadable), which selfguide's step_rewards pays as neutral."""
+    for word in str(text).lower().replace(",", " ").replace(".", " ").split():
+        if word in GUIDES:
+            return GUIDES.index(word)
+    return -1
 
 
 def parse_reply(text: str, world=Maze):
@@ -1024,7 +1023,7 @@ def make_rollout_func(cfg: sg.Config, ft: FreeText, tokenizer):
             width = max(map(len, written))
             trainer.written = torch.tensor([w + [0] * (width - len(w)) for w in written],
                                            device=trainer.accelerator.device)    # (n, C)
-        rewards = sg.step_rewards(batch.steps.guides, batch.steps.truths)           # (N, T)
+        rewards = sg.step_rewards(batch.steps.guides)                               # (N, T)
         guide_return = rewards.sum(1) / batch.steps.steps
         return {"prompt_ids": [batch.prompt for _ in trainer.rows],
                 "completion_ids": [batch.transcripts[r].tokens for r in trainer.rows],

@@ -173,7 +173,7 @@ def make_rollout_func(cfg: sg.Config, device):
         trainer.episodes = batch  # all of them: the advantages need whole groups
         mine = rows_of(batch, trainer.rows)
         ends = [row.nonzero().max().item() + 1 for row in mine.slots != sg.SLOT_CONTEXT]
-        guide_rewards = sg.step_rewards(mine.guides, mine.truths)                 # (n, T)
+        guide_rewards = sg.step_rewards(mine.guides)                              # (n, T)
         return {"prompt_ids": [row[:2].tolist() for row in mine.tokens],
                 "completion_ids": [row[2:end].tolist() for row, end in zip(mine.tokens, ends)],
                 "logprobs": [row[2:end].tolist() for row, end in zip(mine.logprobs, ends)],
@@ -234,7 +234,7 @@ def trainer_base_class():
             # steps, several per iteration, and is u - 1 iterations' worth when u begins
             iteration = self.state.global_step // self.updates_per_iteration + 1
             trust = sg.trust_at(cfg, iteration)
-            advantages, returns = sg.iteration_advantages(steps, cfg, trust, iteration)
+            advantages, returns = sg.iteration_advantages(steps, cfg, trust)
             output["advantages"] = self.token_advantages(advantages,
                                                          output["completion_ids"].shape[1])
             self.records.append({"iteration": iteration, "trust": trust,

@@ -1,6 +1,7 @@
-"""The report's research variants: selfguide.py's method with the settings the report
-studies, composed through the methods its Config lets a subclass override (make_env,
-prior_settings, cloned_enough, advantages). The method file names none of them.
+"""The report's research variants and controls: selfguide.py's method with the settings the
+report studies, composed through the methods its Config lets a subclass override (make_env,
+prior_settings, cloned_enough, pays_internal_reward, advantages). The method file names none
+of them.
 
     python experiments/research.py --no-cue --house --stale-door --min-distance 8 \\
         --guide-advantage hindsight --guide-temperature 1     # one run, as selfguide.py runs
@@ -16,8 +17,10 @@ accuracy and progress accuracy):
   (`--prior-guide-target`, checked on calibration mazes of its own);
 - what the guides are paid against (`--guide-advantage`): the episode's outcome (a guard),
   nothing but the KL (none), the truth (a control), the agent's own hindsight, or a placebo;
-- the critic without the guide (`--internal-reward hindsight`): hindsight's target pays each
-  move as its r_t, as the oracle control pays the truth.
+- r_t in the guide's place (`--internal-reward`): the controls, the oracle (the truth: what a
+  perfect guide would pay) and random (a reward that carries no information), in GRPO w/ SG &
+  GR or, the oracle, in plain GRPO; and the critic without the guide (hindsight's target pays
+  each move as its r_t, as the oracle pays the truth).
 """
 from __future__ import annotations
 
@@ -78,11 +81,22 @@ class Config(sg.Config):
         if self.cue and self.dist:
             raise ValueError("--dist shows the distance in place of the cue (on by default): "
                              "add --no-cue")
+        if self.internal_reward != "guide" and self.variant == "sg":
+            raise ValueError("--variant sg pays no internal reward (lambda = 0): use sg_gr for a "
+                             "control (or grpo for the oracle)")
+        if self.internal_reward == "random" and not self.guided:
+            raise ValueError("--internal-reward random draws with the shares of the policy's "
+                             "guides: it needs a guide slot (--variant sg_gr)")
         first = sg.PRIOR_SEED_BASE + self.seed * 10**6  # the demonstrations' first task
         if CALIBRATION_SEED_BASE - self.prior_episodes < first < CALIBRATION_SEED_BASE + 200:
             raise ValueError(f"--seed {self.seed} would clone its prior on the calibration "
                              f"mazes: choose another")
         super().__post_init__()
+
+    @property
+    def pays_internal_reward(self) -> bool:  # and plain GRPO paid a control's r_t
+        return super().pays_internal_reward or (self.variant == "grpo" and
+                                                self.internal_reward != "guide")
 
     def make_env(self) -> toy_env.GridWorld:
         return toy_env.GridWorld(self.size, self.wall_prob, self.min_distance, self.max_steps,
@@ -91,7 +105,7 @@ class Config(sg.Config):
                                  stale_door=self.stale_door, cue_misjudge=self.cue_misjudge)
 
     def prior_settings(self) -> dict:  # the method's, and the research settings off their default
-        method = {f.name for f in dataclasses.fields(sg.Config)}
+        method = {f.name for f in dataclasses.fields(sg.Config)} | {"internal_reward"}  # not r_t
         return {**super().prior_settings(), **{
             f.name: getattr(self, f.name) for f in dataclasses.fields(self)
             if f.name not in method and getattr(self, f.name) != f.default}}
@@ -182,22 +196,40 @@ def calibration_accuracy(policy, cfg: Config) -> float:
 
 # --- what the guides are paid against, and the critic's r_t ---
 
-def iteration_advantages(batch: sg.Rollouts, cfg: Config, trust: float, iteration: int,
-                         targets=None) -> tuple:
-    """selfguide.iteration_advantages, with the critic's r_t (--internal-reward hindsight: the
-    oracle control's, the target's word standing for the truth: 0.1 x its polarity) and the
-    guide advantages of guide_advantages where the settings ask. targets (N, T):
-    hindsight_targets. Returns (N, L), (N,)."""
-    guides = guide_advantages(batch, cfg, iteration, targets)                   # (N, T) or None
-    method, played = copy.copy(cfg), batch  # what selfguide computes, with the method's settings
-    if cfg.internal_reward == "hindsight":
+def internal_rewards(batch: sg.Rollouts, cfg: Config, iteration: int, targets=None):
+    """r_t (N, T) of --internal-reward. guide: the method's, g(z_t). oracle (a control):
+    0.1 x the true progress of the move z_t judges, in place of g(z_t). hindsight (the critic):
+    0.1 x the polarity of the target hindsight_targets gave z_t. random (a control): each
+    written guide's polarity redrawn independently of the move, with the shares of this
+    batch's guides, from a generator seeded by seed x 10^6 + iteration."""
+    guides = batch.guides
+    if cfg.internal_reward == "oracle":
+        guides = batch.truths
+    elif cfg.internal_reward == "hindsight":
         if targets is None:
             raise ValueError("--internal-reward hindsight needs targets: "
                              "hindsight_targets(batch, values)")
-        method.internal_reward, played = "oracle", dataclasses.replace(batch, truths=targets)
+        guides = targets
+    elif cfg.internal_reward == "random":
+        control = torch.Generator(device=guides.device).manual_seed(cfg.seed * 10**6 + iteration)
+        written = guides >= 0
+        shares = torch.bincount(guides[written], minlength=len(sg.GUIDES)).float()
+        drawn = torch.multinomial(shares, guides.numel(), replacement=True, generator=control)
+        guides = torch.where(written, drawn.view_as(guides), -1)
+    return sg.step_rewards(guides)
+
+
+def iteration_advantages(batch: sg.Rollouts, cfg: Config, trust: float, iteration: int,
+                         targets=None) -> tuple:
+    """selfguide.iteration_advantages on the r_t of internal_rewards, with the guide advantages
+    of guide_advantages where the settings ask. targets (N, T): hindsight_targets. Returns
+    (N, L), (N,)."""
+    guides = guide_advantages(batch, cfg, iteration, targets)                   # (N, T) or None
+    method = copy.copy(cfg)  # what selfguide computes, with the method's settings
     if guides is not None:
         method.guide_advantage = "env"  # its guide tokens' advantages are replaced below
-    advantages, returns = sg.iteration_advantages(played, method, trust, iteration)
+    advantages, returns = sg.iteration_advantages(
+        batch, method, trust, internal_rewards(batch, cfg, iteration, targets))
     if guides is not None:
         advantages = torch.where(batch.slots == sg.SLOT_GUIDE,
                                  sg.per_token(batch.slots, guides, guides), advantages)
@@ -218,7 +250,7 @@ def guide_advantages(batch: sg.Rollouts, cfg: Config, iteration: int, targets=No
     if kind == "outcome":
         env = sg.group_advantages(batch.env_return.view(-1, cfg.group_size),
                                   scale=cfg.advantage == "grpo").flatten()             # (N,)
-        polarity = sg.step_rewards(batch.guides, batch.truths) / sg.GUIDE_REWARD["positive"]
+        polarity = sg.step_rewards(batch.guides) / sg.GUIDE_REWARD["positive"]
         return env[:, None] * polarity
     if kind == "none":
         return torch.zeros(batch.guides.shape, device=batch.guides.device)

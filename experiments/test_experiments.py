@@ -277,7 +277,7 @@ def same_method_records(records, alone) -> bool:
 
 
 def test_branching_off_the_shared_prefix_equals_training_each_row_alone():
-    cfg = tiny_config(iterations=8, eval_every=4)
+    cfg = research.Config(**{**TINY, "iterations": 8, "eval_every": 4})
     sg.seed_everything(0)
     prior = sg.make_policy(cfg).eval()
     configs = {"sg": sg.dataclasses.replace(cfg, variant="sg"),
@@ -716,7 +716,7 @@ def test_training_figures_say_what_gradient_reaches_the_guide_and_how_often_it_l
     batch, _ = first_rollouts(before, cfg)  # the iteration's own draws, replayed
     compare.train_until(policy, reference, cfg, state, 1)
     record = state.records[-1]
-    advantages = sg.iteration_advantages(batch, cfg, 0.0, 1)[0]
+    advantages = sg.iteration_advantages(batch, cfg, 0.0)[0]
     guide_ids = [sg.WORD_ID[w] for w in sg.GUIDES]
     norms, off, pushes, action_norms = [], [], [], []
     for i in range(len(batch.tokens)):

@@ -503,18 +503,90 @@ def test_iteration_advantages_for_every_research_guide_advantage_from_the_graded
         if guide_adv in ("composite", "env"):  # the method's own, unchanged
             method = sg.iteration_advantages(batch, tiny_config(
                 variant="sg_gr", internal_return=internal, credit=credit,
-                guide_advantage=guide_adv, advantage=advantage, group_size=2), 0.5, 1)[0]
+                guide_advantage=guide_adv, advantage=advantage, group_size=2), 0.5)[0]
             assert torch.equal(got, method), setting
 
 
-def test_lambda_follows_the_schedule_for_grpo_with_the_critic():
-    for schedule in ("trapezoid", "immediate", "no_anneal"):
-        cfg = research_config(variant="grpo", internal_reward="hindsight", schedule=schedule,
-                              iterations=8)
-        assert max(sg.trust_at(cfg, u) for u in range(1, 9)) > 0, schedule
+def control_rewards(guides, truths, source, seed=0, iteration=1):
+    """internal_rewards of --internal-reward `source` for these guides and truths (N, T)."""
+    batch = sg.dataclasses.replace(two_hand_built_episodes(), guides=guides, truths=truths)
+    return rs.internal_rewards(batch, research_config(variant="sg_gr", internal_reward=source,
+                                                      seed=seed), iteration)
 
 
-def test_hindsight_the_placebo_and_the_critic_stay_on_the_policys_device():
+def test_the_oracle_is_a_tenth_of_the_true_progress_of_the_judged_move():
+    guides = torch.tensor([[0, 0, 0, 0], [2, 2, -1, -1]])    # what the guides say is ignored
+    truths = torch.tensor([[-1, 2, 0, 1], [-1, 0, -1, -1]])  # closer=0, bumped=1, farther=2
+    progress = torch.tensor([[0, -1, 1, 0], [0, 1, 0, 0]])   # the same truths as +1 / 0 / -1
+    oracle = control_rewards(guides, truths, "oracle")
+    assert torch.allclose(oracle, 0.1 * progress)
+    no_slot = control_rewards(torch.full_like(guides, -1), truths, "oracle")
+    assert torch.equal(oracle, no_slot)  # the oracle needs no guide slot
+
+
+def test_the_random_control_draws_from_the_run_and_the_iteration_only():
+    guides = torch.randint(0, 3, (20, 10), generator=torch.Generator().manual_seed(0))
+    draws = []
+    for global_seed in (0, 1):  # the global RNG must not matter
+        torch.manual_seed(global_seed)
+        draws.append(control_rewards(guides, guides, "random", seed=3, iteration=7))
+    assert torch.equal(draws[0], draws[1])
+    for other in (dict(seed=4, iteration=7), dict(seed=3, iteration=8)):
+        assert not torch.equal(draws[0], control_rewards(guides, guides, "random", **other))
+
+
+def test_the_random_control_keeps_the_guides_shares_and_ignores_the_moves():
+    g = torch.Generator().manual_seed(0)
+    truths = torch.randint(0, 3, (400, 50), generator=g)
+    guides = torch.where(torch.rand(400, 50, generator=g) < 0.8, truths, 0)  # an informed guide
+    guides[:, 45:] = -1                                                      # no guide written
+    drawn = control_rewards(guides, truths, "random", seed=1)
+    written = guides >= 0
+    assert (drawn[~written] == 0).all()
+    for polarity, reward in enumerate((0.1, 0.0, -0.1)):
+        share = (guides[written] == polarity).float().mean()
+        assert abs((drawn[written] == reward).float().mean() - share) < 0.01
+    informed = control_rewards(guides, truths, "guide")[written]
+    progress = 0.1 * (1 - truths[written]).float()
+    correlation = lambda a, b: torch.corrcoef(torch.stack([a, b]))[0, 1]  # noqa: E731
+    assert correlation(informed, progress) > 0.5
+    assert abs(correlation(drawn[written], progress)) < 0.02
+
+
+def test_a_controls_advantages_are_the_methods_on_its_rewards():
+    """The controls change r_t only: the method's advantages, by hand, on the control's r_t,
+    and not the guide's."""
+    batch = sg.rollout(research_policy(), [0, 0, 1, 1], True, research_config(),
+                       torch.Generator().manual_seed(0))
+    for source in ("oracle", "random"):
+        cfg = research_config(variant="sg_gr", internal_reward=source, group_size=2, seed=3)
+        rewards = rs.internal_rewards(batch, cfg, 2)
+        got = rs.iteration_advantages(batch, cfg, 0.5, 2)[0]
+        assert torch.allclose(got, hand_advantages(batch, cfg, 0.5, rewards)[0], atol=1e-6)
+        assert not torch.allclose(got, hand_advantages(batch, cfg, 0.5)[0]), source
+
+
+def test_a_control_needs_lambda_and_the_random_one_a_guide_slot(capsys):
+    for argv, message in [(["--variant", "sg", "--internal-reward", "oracle"],
+                           "--variant sg pays no internal reward"),
+                          (["--variant", "grpo", "--internal-reward", "random"],
+                           "it needs a guide slot")]:
+        with pytest.raises(SystemExit):
+            rs.parse_args(argv)
+        assert message in capsys.readouterr().err
+
+
+def test_lambda_follows_the_schedule_for_grpo_with_the_oracle_or_the_critic():
+    for reward in ("oracle", "hindsight"):
+        for schedule in ("trapezoid", "immediate", "no_anneal"):
+            cfg = research_config(variant="grpo", internal_reward=reward, schedule=schedule,
+                                  iterations=8)
+            assert max(sg.trust_at(cfg, u) for u in range(1, 9)) > 0, (reward, schedule)
+    assert max(sg.trust_at(research_config(variant="grpo", iterations=8), u)
+               for u in range(1, 9)) == 0  # plain GRPO pays none
+
+
+def test_hindsight_the_placebo_the_critic_and_the_controls_stay_on_the_policys_device():
     """As the method's own test: with PyTorch's default device "meta", a tensor made without
     naming the policy's device fails the first operation that mixes it with the CPU's."""
     cfg = research_config(variant="sg_gr", schedule="immediate", kl_guide=0.1, kl_action=0.1)
@@ -524,8 +596,8 @@ def test_hindsight_the_placebo_and_the_critic_stay_on_the_policys_device():
     try:
         records = [sg.grpo_iteration(policy, reference, sg.dataclasses.replace(cfg, **kind), state)
                    for kind in ({"guide_advantage": "hindsight"}, {"guide_advantage": "placebo"},
-                                {"internal_reward": "hindsight"},
-                                {"guide_advantage": "outcome"})]
+                                {"internal_reward": "hindsight"}, {"internal_reward": "oracle"},
+                                {"internal_reward": "random"}, {"guide_advantage": "outcome"})]
     finally:
         torch.set_default_device(None)
     assert all(math.isfinite(r["kl_ref"]) for r in records)
