@@ -17,8 +17,10 @@ from and the floor and ceiling every figure sits between.
   animal. First, focus on the thing. Then, move it to the red box in the kitchen."), with the
   step's observation, the room (from `look`'s first line) and the inventory. With --window K
   (the default, 4) the player reads the system turn and this turn alone, which also lists its
-  last K actions; with --window 0 it reads the whole chat. Demonstrations are kept as each
-  step's parts (`Parts`), so a new format or step cap renders from one draw.
+  last K actions and what its last look showed in this room (its things, their containers,
+  its doors: ScienceWorld's own agents read the room every step); with --window 0 it reads
+  the whole chat. Demonstrations are kept as each step's parts (PARTS), so a new format or
+  step cap renders from one draw.
 - An action is the reply's text as written, no matching: text the simulator does not know
   ("No known action matches that input.") or that names several things (an ambiguous
   request, cancelled) changes nothing; the step counts, and the share of valid actions is
@@ -85,7 +87,7 @@ DETOUR = 0.5     # share of the demonstrations with one detour
 MISJUDGE = 0.1   # share of the demonstrator's judgements replaced by another polarity
 PARTS = ("result", "room", "inventory")  # what a demonstration keeps of each step
 # in the caches' keys: how the corpus is drawn
-DRAW = ("a new simulator per demonstration", JAVA_OPTIONS, "things named as look lists them")
+DRAW = ("a simulator per worker", JAVA_OPTIONS, "things named as look lists them")
 
 
 def check_installed():
@@ -121,8 +123,8 @@ def simulators(count: int) -> list:
 def fresh_simulator():
     """A simulator of its own, with JAVA_OPTIONS' constant identity hashes: under the JVM's
     default ones ScienceWorld 1.2.3 lists a room and plans a gold path differently on each
-    load of one variation and in each new JVM (under constant ones six loads agree); a new
-    simulator for each demonstration keeps a draw its own, whatever else a simulator holds."""
+    load of one variation and in each new JVM (under constant ones six loads agree, and a
+    demonstration is the same drawn on a new simulator or after others on one)."""
     check_installed()
     from scienceworld import ScienceWorldEnv
     options = os.environ.get("JAVA_TOOL_OPTIONS", "")
@@ -192,25 +194,43 @@ def items_of(inventory: str) -> str:
 
 # What a turn shows, rendered from a step's parts (the caches' keys hold this text: a new
 # format is a new corpus rendering and a new prior). {recent}: the last --window actions
-TURN = {"window": "Task: {task}\nRecent actions: {recent}\nObservation: {result}\n"
+TURN = {"window": "Task: {task}\nRecent actions: {recent}\nObservation: {result}\n{seen}"
                   "Room: {room}. Inventory: {inventory}.",
-        "chat": "{result}\n(task: {task} Room: {room}. Inventory: {inventory}.)"}
+        "chat": "{result}\n(task: {task} Room: {room}. Inventory: {inventory}.)",
+        "seen": "Seen here: {look}\n"}
+LOOK = re.compile(r"This (?:room|outside location) is called the ")  # a look's first words
 
 
-def turn_text(parts: dict, task: str, actions: list, window: int) -> str:
-    """The turn of a step from its parts ({"result", "room", "inventory"}), the episode's
-    whole task and the actions taken so far: with window K > 0 the turn the player reads
-    alone, with its last K actions; with 0 a turn of the whole chat."""
-    recent = "; ".join(actions[-window:]) if window and actions else "none yet"
-    return TURN["window" if window else "chat"].format(task=task, recent=recent, **parts)
+def seen_here(history: list) -> str:
+    """What the player last saw in this room: the last look's text (its things, their
+    containers, its doors) since it came in, where that is not the turn's own observation;
+    else ''. history: each step's parts so far, this step's last."""
+    for parts in reversed(history[:-1]):
+        if parts["room"] != history[-1]["room"]:
+            break
+        if LOOK.match(parts["result"]):
+            return TURN["seen"].format(look=parts["result"])
+    return ""
+
+
+def turn_text(history: list, task: str, actions: list, window: int) -> str:
+    """The turn of a step from its parts ({"result", "room", "inventory"}; history: each step's
+    so far, this one's last), the episode's whole task and the actions taken so far: with
+    window K > 0 the turn the player reads alone, with its last K actions and what it last
+    saw in this room (`seen_here`); with 0 a turn of the whole chat."""
+    if not window:
+        return TURN["chat"].format(task=task, **history[-1])
+    recent = "; ".join(actions[-window:]) if actions else "none yet"
+    return TURN["window"].format(task=task, recent=recent, seen=seen_here(history),
+                                 **history[-1])
 
 
 def shown(demonstration: dict, window: int, steps: int) -> list:
     """A demonstration's first `steps` steps as play shows them: [(turn, guide, action)]."""
-    return [(turn_text(parts, demonstration["task"], [a for _, _, a in
-                                                       demonstration["steps"][:t]], window),
-             guide, action)
-            for t, (parts, guide, action) in enumerate(demonstration["steps"][:steps])]
+    steps_kept = demonstration["steps"][:steps]
+    return [(turn_text([p for p, _, _ in steps_kept[:t + 1]], demonstration["task"],
+                       [a for _, _, a in steps_kept[:t]], window), guide, action)
+            for t, (_, guide, action) in enumerate(steps_kept)]
 
 
 class ScienceWorld:
@@ -262,7 +282,7 @@ class ScienceWorld:
     def __init__(self, simulator, tasks=FIND_TASKS, reward: str = "score", window: int = 0):
         self.simulator, self.server, self.tasks = simulator, simulator.server, tasks
         self.score, self.task, self.reward, self.window = 0, "", reward, window
-        self.parts, self.actions = {}, []
+        self.parts, self.history, self.actions = {}, [], []
 
     def reset(self, seed: int, gold: bool = False) -> tuple[str, dict]:
         task, variation, index = pair_of(seed, self.tasks)
@@ -276,6 +296,7 @@ class ScienceWorld:
             info["optimal"] = len(info["gold"])
         look = self.server.freeActionLook().strip()
         self.parts = self.observed(look, look)
+        self.history = [self.parts]
         return self.turn(), info
 
     def observed(self, result: str, look: str) -> dict:
@@ -284,7 +305,7 @@ class ScienceWorld:
                 "inventory": items_of(self.server.freeActionInventory())}
 
     def turn(self) -> str:
-        return turn_text(self.parts, self.task, self.actions, self.window)
+        return turn_text(self.history, self.task, self.actions, self.window)
 
     def step(self, action: str | None) -> tuple[str, float, bool, dict]:
         if action is None:  # a reply that names no action: the step changes nothing
@@ -305,6 +326,7 @@ class ScienceWorld:
         self.score = score
         self.actions.append(action if action is not None else "(no action)")
         self.parts = self.observed(result, self.server.freeActionLook())
+        self.history.append(self.parts)
         info = {"truth": GUIDES.index(truth), "valid": valid, "score": score}
         return self.turn(), reward, done, info
 
@@ -422,28 +444,29 @@ def demonstrate(world: ScienceWorld, seed: int, rng: random.Random, plain: bool 
 
 def demonstrations(seeds: list, tasks=FIND_TASKS, workers: int = 4) -> list:
     """The demonstrations of these task seeds (the i-th drawn from its own stream), `workers`
-    side by side, each on a new simulator (fresh_simulator: the same seed draws the same
-    demonstration whatever was drawn before it or beside it); only those that finish the task
+    side by side, each on a simulator of its own (fresh_simulator: under its constant hashes
+    the same seed draws the same demonstration whatever was drawn before it or beside it,
+    tested; a new simulator for each took five times as long); only those that finish the task
     (score 100) are kept (one that does not, its stage-bound referents outrun by a detour, is
     drawn again plain): [{"seed", "index", "task" (the whole task), "detour" (whether it
     took one), "steps": [(the step's parts, guide, action)]}], in the seeds' order."""
     bar = tqdm(total=len(seeds), desc="ScienceWorld demonstrations", leave=False)
 
     def draw(worker: int) -> list:
-        kept = []
-        for i in range(worker, len(seeds), workers):
-            bar.update()
-            rng, simulator = random.Random(f"demonstration-{seeds[i]}"), fresh_simulator()
-            try:  # its JVM closed whatever happens
-                world = ScienceWorld(simulator, tasks)
+        kept, simulator = [], fresh_simulator()
+        try:  # its JVM closed whatever happens
+            world = ScienceWorld(simulator, tasks)
+            for i in range(worker, len(seeds), workers):
+                bar.update()
+                rng = random.Random(f"demonstration-{seeds[i]}")
                 steps, score, _, detour = demonstrate(world, seeds[i], rng)
                 if score < 100:
                     steps, score, _, detour = demonstrate(world, seeds[i], rng, plain=True)
-            finally:
-                simulator.close()
-            if score >= 100:
-                kept.append({"seed": seeds[i], "index": i, "task": world.task,
-                             "detour": detour, "steps": steps})
+                if score >= 100:
+                    kept.append({"seed": seeds[i], "index": i, "task": world.task,
+                                 "detour": detour, "steps": steps})
+        finally:
+            simulator.close()
         return kept
     kept = [d for part in side_by_side(draw, list(range(workers))) for d in part]
     bar.close()

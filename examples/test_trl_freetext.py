@@ -706,13 +706,19 @@ def test_the_mazes_priors_keep_their_keys_and_refuse_scienceworlds_settings(caps
         assert "--window and --corpus are ScienceWorld's" in capsys.readouterr().err
 
 
-def test_train_tasks_trains_on_the_first_tasks_alone():
-    cfg, ft = freetext.parse_config(["--train-tasks", "3", "--iterations", "5"])
+def test_train_tasks_trains_on_those_tasks_alone_and_training_evaluates_them(capsys):
+    cfg, ft = freetext.parse_config(["--train-tasks", "5,9,2", "--iterations", "5",
+                                     "--mazes", "training"])
     seeds = freetext.task_seeds(cfg, ft)
-    assert set(seeds) == {0, 1, 2} and len(seeds) == 5 * cfg.tasks_per_iter
-    assert freetext.maze_seeds("training", 3) == [0, 1, 2]
+    assert set(seeds) == {5, 9, 2} and len(seeds) == 5 * cfg.tasks_per_iter
+    assert freetext.evaluated_seeds(cfg, ft) == [5, 9, 2]
     cfg, ft = freetext.parse_config([])
     assert freetext.task_seeds(cfg, ft) == freetext.bridge.task_seeds(cfg)
+    for argv in (["--mazes", "training"], ["--train-tasks", str(sg.TRAIN_SEED_RANGE)],
+                 ["--train-tasks", "3,x"]):
+        with pytest.raises(SystemExit):
+            freetext.parse_config(argv)
+        assert "--train-tasks" in capsys.readouterr().err
 
 
 class Oracle(torch.nn.Module):
@@ -900,7 +906,7 @@ def test_the_loss_reads_log_probs_computed_only_where_the_model_wrote(tiny_llama
     attention[2, -4:] = 0  # a shorter completion, right-padded
     written = torch.zeros(3, 12, dtype=torch.long)  # the completion: the last 12 positions
     written[0, 2:6] = written[1, 7:12] = written[2, 1:5] = 1
-    trainer = SimpleNamespace(written=written, temperature=0.7, accelerator=SimpleNamespace(
+    trainer = SimpleNamespace(written=written, one_turn=False, temperature=0.7, accelerator=SimpleNamespace(
         unwrap_model=lambda m: m, autocast=contextlib.nullcontext, device=torch.device("cpu")))
     method = freetext.make_trainer_class()._get_per_token_logps_and_entropies
     logps, entropies, aux = method(trainer, model, ids, attention, 12, compute_entropy=True)
@@ -938,7 +944,7 @@ def test_under_bf16_the_written_tokens_head_scores_as_trls_fused_head(tiny_llama
             SimpleNamespace(accelerator=SimpleNamespace(autocast=bf16)), model, ids, mask, 8)
     method = freetext.make_trainer_class()._get_per_token_logps_and_entropies
     for autocast, close in [(bf16, True), (contextlib.nullcontext, False)]:
-        trainer = SimpleNamespace(written=written, temperature=1.0, accelerator=SimpleNamespace(
+        trainer = SimpleNamespace(written=written, one_turn=False, temperature=1.0, accelerator=SimpleNamespace(
             unwrap_model=lambda m: m, autocast=autocast, device=torch.device("cpu")))
         with torch.no_grad():
             logps, _, _ = method(trainer, model, ids, mask, 8)
@@ -958,7 +964,7 @@ def test_the_written_tokens_head_is_where_trls_projects_every_position_and_the_l
                                            ("mps", written, 2, 8, True),  # TRL scores all
                                            ("cpu", None, 2, 8, False),  # outside the loss
                                            ("cpu", written, 4, 8, False)]:  # another batch
-        trainer = SimpleNamespace(written=mask,
+        trainer = SimpleNamespace(written=mask, one_turn=False,
                                   accelerator=SimpleNamespace(device=torch.device(device)))
         assert freetext.written_head(trainer, rows, width) == own, (device, rows)
 

@@ -81,21 +81,28 @@ setting = sg.setting
 
 MAZES = {"held-out": sg.EVAL_SEED_BASE,  # selfguide's held-out tasks, never trained on
          "tuning": 2 * 10**9,  # mazes no run trains or reports on: to choose settings on
-         "training": 0}  # the first training tasks (those --train-tasks trains on)
+         "training": None}  # --train-tasks, the training tasks a loop's check trains on
 
 
 def maze_seeds(mazes: str, count: int) -> list:
-    """The task seeds of the first `count` mazes of a set (MAZES' key)."""
+    """The task seeds of the first `count` mazes of a held-out or tuning set (MAZES' key)."""
     return [MAZES[mazes] + i for i in range(count)]
+
+
+def evaluated_seeds(cfg: sg.Config, ft, count: int | None = None) -> list:
+    """The task seeds --mazes names: the first `count` (default --eval-tasks) of the held-out
+    or the tuning set, or the --train-tasks (--mazes training)."""
+    count = cfg.eval_tasks if count is None else count
+    return ft.fixed_tasks[:count] if ft.mazes == "training" else maze_seeds(ft.mazes, count)
 
 
 def task_seeds(cfg: sg.Config, ft) -> list:
     """The training tasks, one a group, in order: selfguide's draw (the bridge's task_seeds),
-    or with --train-tasks N a draw among the first N training tasks alone."""
-    if not ft.train_tasks:
+    or with --train-tasks a draw among those tasks alone."""
+    if not ft.fixed_tasks:
         return bridge.task_seeds(cfg)
     tasks = random.Random(cfg.seed)
-    return [tasks.randrange(ft.train_tasks) for _ in range(cfg.iterations * cfg.tasks_per_iter)]
+    return [tasks.choice(ft.fixed_tasks) for _ in range(cfg.iterations * cfg.tasks_per_iter)]
 
 
 # --- The worlds (examples/textworld.py's protocol): the maze, ScienceWorld, --world's names ---
@@ -187,8 +194,9 @@ def reads_one_turn(world, ft) -> bool:
 # ScienceWorld, says how each was chosen on the dev variations)
 WORLD_DEFAULTS = {"scienceworld": dict(
     max_steps=20, eval_tasks=300, eval_batch=32, tasks_per_iter=4, group_size=8,
-    iterations=20, eval_every=20, final_evals=1, prior_episodes=1200, prior_epochs=6,
-    turn_updates=0, n_embd=128, vocab=1024, reply_tokens=40, window=4)}
+    iterations=20, eval_every=20, final_evals=1, prior_episodes=1200, prior_epochs=10,
+    prior_lr=1e-3, turn_updates=0, n_embd=128, vocab=1024, reply_tokens=40, window=4,
+    architecture="llama")}
 
 
 @dataclass
@@ -211,9 +219,10 @@ class FreeText:
     corpus: str = setting("detours", "ScienceWorld: the demonstrations the tiny prior is "
                                      "cloned on: detours, the gold paths with and without a "
                                      "detour, or gold, those without one", ["detours", "gold"])
-    train_tasks: int = setting(0, "train on the first this many training tasks only (0: a new "
-                                  "task for every group, from all of them): the loop's first "
-                                  "check, with --mazes training")
+    train_tasks: str = setting("", "train on these training tasks alone, task seeds below "
+                                   "10^8, comma-separated ('': a new task for every group, from "
+                                   "all of them): the loop's first check, which --mazes "
+                                   "training evaluates on them")
     model: str = setting("", "a causal LM with a chat template (a folder, a hub name you have "
                              "downloaded, or smollm2: examples/smollm2.py's); its tokenizer and "
                              "template are used; '' clones the tiny GPT-2 prior here")
@@ -266,10 +275,23 @@ class FreeText:
                                                             self.train_layers) < 0:
             raise ValueError("--vocab must be at least 64, --reply-tokens at least 4, "
                              "--turn-updates and --train-layers at least 0")
-        if self.eval_batch < 1 or self.save_every < 0 or min(self.window,
-                                                             self.train_tasks) < 0:
-            raise ValueError("--eval-batch must be at least 1, --save-every, --window and "
-                             "--train-tasks at least 0")
+        if self.eval_batch < 1 or self.save_every < 0 or self.window < 0:
+            raise ValueError("--eval-batch must be at least 1, --save-every and --window at "
+                             "least 0")
+        try:
+            tasks = self.fixed_tasks
+        except ValueError:
+            tasks = [-1]
+        if not all(0 <= t < sg.TRAIN_SEED_RANGE for t in tasks):
+            raise ValueError(f"--train-tasks takes training task seeds (0 to "
+                             f"{sg.TRAIN_SEED_RANGE - 1}), comma-separated")
+        if self.mazes == "training" and not tasks:
+            raise ValueError("--mazes training evaluates on --train-tasks: name them")
+
+    @property
+    def fixed_tasks(self) -> list:
+        """--train-tasks as a list of task seeds ([]: none)."""
+        return [int(t) for t in self.train_tasks.split(",")] if self.train_tasks else []
 
 
 # --- The format: one chat turn per step ---
@@ -974,7 +996,7 @@ def concat_episodes(parts) -> Episodes:
 def evaluate(model, tokenizer, cfg: sg.Config, ft: FreeText, guided: bool) -> dict:
     """Greedy replies on the --mazes, --eval-batch at once: selfguide's metrics, and the
     reading's failures."""
-    seeds, size = maze_seeds(ft.mazes, cfg.eval_tasks), ft.eval_batch
+    seeds, size = evaluated_seeds(cfg, ft), ft.eval_batch
     parts = [play(model, tokenizer, seeds[i:i + size], guided, cfg, ft, 0, greedy=True)
              for i in range(0, len(seeds), size)]
     batch = concat_episodes(parts)
@@ -1370,7 +1392,7 @@ def tasks_played(ft: FreeText) -> str:
 
 def show_episodes(model, tokenizer, cfg: sg.Config, ft: FreeText) -> str:
     """The first --show episodes of the --mazes, greedy, as the model saw and wrote them."""
-    batch = play(model, tokenizer, maze_seeds(ft.mazes, cfg.show),
+    batch = play(model, tokenizer, evaluated_seeds(cfg, ft, cfg.show),
                  cfg.guided, cfg, ft, 0, greedy=True)
     chats = []
     for i, transcript in enumerate(batch.transcripts):

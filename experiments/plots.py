@@ -2,6 +2,7 @@
 
     python experiments/plots.py runs/compare      # compare.png and co-evolution.png there
     python experiments/plots.py runs/sg_gr-seed0  # a single run's curves.png, from log.jsonl
+    python experiments/plots.py runs/dev/a,runs/dev/b   # runs side by side: runs.png in runs/dev
 
 plots.py depends on compare.py (its statistics and its files), never the other way round.
 """
@@ -197,6 +198,37 @@ def plot_run(folder: Path) -> Path:
     return figure
 
 
+def plot_runs(folders: list) -> Path:
+    """Several runs' greedy evaluations over training, side by side, into runs.png in their
+    common folder: success, and (ScienceWorld's) the mean score; each run labelled by the
+    settings it differs in (its selfguide_config.json)."""
+    plt = pyplot()
+    configs = [json.loads((f / "selfguide_config.json").read_text()) for f in folders]
+    differ = [k for k in configs[0] if k != "out" and len({str(c.get(k)) for c in configs}) > 1]
+    scored = any("score" in r.get("eval", {}) for r in read_log(folders[0] / "log.jsonl"))
+    fig, axes = plt.subplots(1, 2 if scored else 1, figsize=(10 if scored else 6, 3.8))
+    axes = list(axes) if scored else [axes]
+    for folder, config in zip(folders, configs):
+        evals = [(r["iteration"], r["eval"]) for r in read_log(folder / "log.jsonl")
+                 if "eval" in r]
+        label = " ".join(f"{k} {config[k]}" for k in differ) or folder.name
+        for axis, key in zip(axes, ["success", "score"]):
+            axis.plot([i for i, _ in evals], [m[key] for _, m in evals], marker="o",
+                      markersize=3, label=label)
+    for axis, key in zip(axes, ["greedy success", "greedy mean score"]):
+        axis.set_xlabel("GRPO iteration")
+        axis.set_ylabel(key)
+    axes[0].legend(fontsize=7)
+    parent = folders[0].resolve().parent  # the runs' common folder
+    while not all(parent in f.resolve().parents for f in folders):
+        parent = parent.parent
+    fig.tight_layout()
+    figure = parent / "runs.png"
+    fig.savefig(figure, dpi=110)
+    print(f"figure written to {figure}")
+    return figure
+
+
 HINDSIGHT_LINES = [("GRPO w/ SG & GR, guides at temperature 1", "env at 1", "tab:gray"),
                    ("GRPO w/ SG & GR, hindsight, guides at temperature 1", "hindsight at 1",
                     "tab:red"),
@@ -271,6 +303,8 @@ def parse_args(argv=None) -> Path:
 
 def main(argv=None):
     folder = parse_args(argv)
+    if "," in str(folder):
+        return plot_runs([Path(f) for f in str(folder).split(",")])
     if (folder / "compare.json").exists():
         return plot_comparison(folder)
     if (folder / "log.jsonl").exists():

@@ -69,7 +69,7 @@ def play_all(model, tokenizer, cfg, ft, guided: bool, greedy: bool, draws: int =
     """Every maze of the set `draws` times (draw d from seeds cfg.seed + 10^5 d + its batch's
     first index): selfguide's metrics and the format's failures over all episodes, and per
     maze the share of its draws that reached the goal."""
-    seeds = freetext.maze_seeds(ft.mazes, cfg.eval_tasks)
+    seeds = freetext.evaluated_seeds(cfg, ft)
     size = BATCH if ft.world == "maze" else ft.eval_batch  # ScienceWorld: a simulator an episode
     batches = [(d, i) for d in range(draws) for i in range(0, len(seeds), size)]
     play = f"{'ReAct w/ SG' if guided else 'ReAct'}, {'greedy' if greedy else 'sampled'}"

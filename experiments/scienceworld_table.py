@@ -198,7 +198,7 @@ def prior_unit(argv=None):
     folder = freetext.model_folder(ft.model) or freetext.load_or_clone_prior(cfg, ft, device)
     cloned = time.perf_counter() - start
     model, tokenizer = freetext.load_model(folder, device)
-    rows, seeds = {}, freetext.maze_seeds(ft.mazes, cfg.eval_tasks)
+    rows, seeds = {}, freetext.evaluated_seeds(cfg, ft)
     for key, guided in (("react", False), ("react_sg", True)):
         start = time.perf_counter()  # evaluate's play, with each episode's outcome kept
         batch = freetext.concat_episodes([
