@@ -17,10 +17,8 @@ from and the floor and ceiling every figure sits between.
   animal. First, focus on the thing. Then, move it to the red box in the kitchen."), with the
   step's observation, the room (from `look`'s first line) and the inventory. With --window K
   (the default, 4) the player reads the system turn and this turn alone, which also lists its
-  last K actions and what its last look showed in this room (its things, their containers,
-  its doors: ScienceWorld's own agents read the room every step); with --window 0 it reads
-  the whole chat. Demonstrations are kept as each step's parts (PARTS), so a new format or
-  step cap renders from one draw.
+  last K actions; with --window 0 it reads the whole chat. Demonstrations are kept as each
+  step's parts (PARTS), so a new format or step cap renders from one draw.
 - An action is the reply's text as written, no matching: text the simulator does not know
   ("No known action matches that input.") or that names several things (an ambiguous
   request, cancelled) changes nothing; the step counts, and the share of valid actions is
@@ -194,43 +192,25 @@ def items_of(inventory: str) -> str:
 
 # What a turn shows, rendered from a step's parts (the caches' keys hold this text: a new
 # format is a new corpus rendering and a new prior). {recent}: the last --window actions
-TURN = {"window": "Task: {task}\nRecent actions: {recent}\nObservation: {result}\n{seen}"
+TURN = {"window": "Task: {task}\nRecent actions: {recent}\nObservation: {result}\n"
                   "Room: {room}. Inventory: {inventory}.",
-        "chat": "{result}\n(task: {task} Room: {room}. Inventory: {inventory}.)",
-        "seen": "Seen here: {look}\n"}
-LOOK = re.compile(r"This (?:room|outside location) is called the ")  # a look's first words
+        "chat": "{result}\n(task: {task} Room: {room}. Inventory: {inventory}.)"}
 
 
-def seen_here(history: list) -> str:
-    """What the player last saw in this room: the last look's text (its things, their
-    containers, its doors) since it came in, where that is not the turn's own observation;
-    else ''. history: each step's parts so far, this step's last."""
-    for parts in reversed(history[:-1]):
-        if parts["room"] != history[-1]["room"]:
-            break
-        if LOOK.match(parts["result"]):
-            return TURN["seen"].format(look=parts["result"])
-    return ""
-
-
-def turn_text(history: list, task: str, actions: list, window: int) -> str:
-    """The turn of a step from its parts ({"result", "room", "inventory"}; history: each step's
-    so far, this one's last), the episode's whole task and the actions taken so far: with
-    window K > 0 the turn the player reads alone, with its last K actions and what it last
-    saw in this room (`seen_here`); with 0 a turn of the whole chat."""
-    if not window:
-        return TURN["chat"].format(task=task, **history[-1])
-    recent = "; ".join(actions[-window:]) if actions else "none yet"
-    return TURN["window"].format(task=task, recent=recent, seen=seen_here(history),
-                                 **history[-1])
+def turn_text(parts: dict, task: str, actions: list, window: int) -> str:
+    """The turn of a step from its parts ({"result", "room", "inventory"}), the episode's
+    whole task and the actions taken so far: with window K > 0 the turn the player reads
+    alone, with its last K actions; with 0 a turn of the whole chat."""
+    recent = "; ".join(actions[-window:]) if window and actions else "none yet"
+    return TURN["window" if window else "chat"].format(task=task, recent=recent, **parts)
 
 
 def shown(demonstration: dict, window: int, steps: int) -> list:
     """A demonstration's first `steps` steps as play shows them: [(turn, guide, action)]."""
-    steps_kept = demonstration["steps"][:steps]
-    return [(turn_text([p for p, _, _ in steps_kept[:t + 1]], demonstration["task"],
-                       [a for _, _, a in steps_kept[:t]], window), guide, action)
-            for t, (_, guide, action) in enumerate(steps_kept)]
+    return [(turn_text(parts, demonstration["task"], [a for _, _, a in
+                                                       demonstration["steps"][:t]], window),
+             guide, action)
+            for t, (parts, guide, action) in enumerate(demonstration["steps"][:steps])]
 
 
 class ScienceWorld:
@@ -282,7 +262,7 @@ class ScienceWorld:
     def __init__(self, simulator, tasks=FIND_TASKS, reward: str = "score", window: int = 0):
         self.simulator, self.server, self.tasks = simulator, simulator.server, tasks
         self.score, self.task, self.reward, self.window = 0, "", reward, window
-        self.parts, self.history, self.actions = {}, [], []
+        self.parts, self.actions = {}, []
 
     def reset(self, seed: int, gold: bool = False) -> tuple[str, dict]:
         task, variation, index = pair_of(seed, self.tasks)
@@ -296,7 +276,6 @@ class ScienceWorld:
             info["optimal"] = len(info["gold"])
         look = self.server.freeActionLook().strip()
         self.parts = self.observed(look, look)
-        self.history = [self.parts]
         return self.turn(), info
 
     def observed(self, result: str, look: str) -> dict:
@@ -305,7 +284,7 @@ class ScienceWorld:
                 "inventory": items_of(self.server.freeActionInventory())}
 
     def turn(self) -> str:
-        return turn_text(self.history, self.task, self.actions, self.window)
+        return turn_text(self.parts, self.task, self.actions, self.window)
 
     def step(self, action: str | None) -> tuple[str, float, bool, dict]:
         if action is None:  # a reply that names no action: the step changes nothing
@@ -326,7 +305,6 @@ class ScienceWorld:
         self.score = score
         self.actions.append(action if action is not None else "(no action)")
         self.parts = self.observed(result, self.server.freeActionLook())
-        self.history.append(self.parts)
         info = {"truth": GUIDES.index(truth), "valid": valid, "score": score}
         return self.turn(), reward, done, info
 

@@ -331,20 +331,6 @@ def test_every_turn_shows_the_whole_task_in_the_users_text(monkeypatch, window):
     assert tasks[0] != tasks[1]  # two tasks, two boxes or rooms: the same prompt
 
 
-def test_a_turn_shows_what_the_last_look_in_this_room_showed():
-    """After a look, its text stays in the room's turns (the flower pot holding the plant
-    focused on is read there) until the player leaves; the look's own turn shows it once."""
-    look = "This room is called the greenhouse. In it, you see: \n\ta flower pot 4 (containing a pea plant)"
-    history = [{"result": "You move to the greenhouse.", "room": "greenhouse", "inventory": "x"},
-               {"result": look, "room": "greenhouse", "inventory": "x"},
-               {"result": "You focus on the pea plant.", "room": "greenhouse", "inventory": "x"},
-               {"result": "You move to the hallway.", "room": "hallway", "inventory": "x"}]
-    turns = [sw.turn_text(history[:t + 1], "find a(n) plant.", ["a"] * t, 4) for t in range(4)]
-    assert [turn.count(look) for turn in turns] == [0, 1, 1, 0]
-    assert "Seen here: " + look in turns[2] and "Seen here" not in turns[1]
-    assert sw.turn_text(history[:3], "find a(n) plant.", [], 0).count(look) == 0  # the chat's
-
-
 def test_a_demonstration_is_cloned_on_the_turns_play_shows(monkeypatch):
     """A demonstration's steps, kept as parts and rendered for the corpus (`shown`), are the
     turns play shows when the player writes the demonstrator's actions: the prior is cloned
