@@ -81,7 +81,8 @@ PHRASES = {  # the demonstrator's judgements as short phrases; the guide word is
     "positive": ["positive, that was progress", "positive, a step toward the task"],
     "neutral": ["neutral, nothing gained yet", "neutral, no progress"],
     "negative": ["negative, that went wrong", "negative, a wasted step"]}
-DETOUR = 0.5     # share of the demonstrations with one detour
+DETOUR = 0.5     # share of the demonstrations with a misspelt action (then the right one); half
+# of the others walk into a wrong room and back: 853 of the first 1,200 take a detour
 MISJUDGE = 0.1   # share of the demonstrator's judgements replaced by another polarity
 PARTS = ("result", "room", "inventory")  # what a demonstration keeps of each step
 # in the caches' keys: how the corpus is drawn
@@ -375,8 +376,8 @@ def misspelt(action: str, rng: random.Random) -> str:
 def demonstrate(world: ScienceWorld, seed: int, rng: random.Random, plain: bool = False):
     """One demonstration of the task of `seed`: the gold path (its last action simpler_gold's,
     the thing it focuses on named as the room lists it, `listed_name`, from there on),
-    with probability DETOUR one detour (a misspelt action, then the right one; or a door to a
-    wrong room opened and walked through, then the way back), each step judged before its
+    with probability DETOUR a misspelt action, then the right one, else with probability 1/2 a
+    door to a wrong room opened and walked through, then the way back (at most one detour), each step judged before its
     action: the score's change since the last action (rose: positive; fell: negative), its
     own detour's wrong step negative, else neutral; MISJUDGE of them replaced by another word.
     `plain`: the gold path as the simulator gives it, without a detour. Returns
@@ -542,8 +543,9 @@ def main(argv=None):
           f"| policy | success | mean score | steps |\n|---|---|---|---|\n"
           f"{mean_row('random valid action (the floor)', played['random'])}\n"
           f"{mean_row('gold path (the ceiling)', played['gold'])}\n\n"
-          f"{met} of {len(played['gold'])} {args.split} variations ask for a thing some train "
-          f"variation asks for too; never asked in training: "
+          f"{met} of {len(played['gold'])} {args.split} variations' gold paths focus on a thing "
+          f"some train variation's focuses on too (the task asks for a kind: any of it "
+          f"counts); never a train target: "
           f"{', '.join(sorted({g['target'] for g in played['gold']} - trained))}")
     if args.out:
         from selfguide import write_atomic

@@ -92,8 +92,15 @@ class TextWorld(Protocol):
     # the tiny prior (Stage 0)
     phrases: ClassVar[dict]  # the demonstrator's judgements as short phrases, a list for each
     # guide word (the word is what is read)
-    prior_key: ClassVar[list]  # what else the prior's cache key holds for this world (how its
-    # demonstrations are drawn): nothing for the maze, whose priors were keyed before worlds
+    @staticmethod
+    def prior_key(ft) -> list:
+        """What else the prior's cache key holds for these settings (trl_freetext.py's
+        FreeText): how the world's demonstrations are drawn and what a turn shows, so a new
+        turn format is a new prior; [] for the maze, whose priors were keyed before worlds."""
+
+    # optional: a world whose player reads the system turn and its latest turn alone
+    # (ScienceWorld's --window) defines reads_one_turn(ft) -> bool; trl_freetext.py then samples
+    # each reply under its own turn and scores it under the same turn (turn_logprobs)
 
     @classmethod
     def prior_demonstrations(cls, cfg, ft, probe: int = 0) -> list:

@@ -128,6 +128,9 @@ def freetext_command(config: dict, folder: Path) -> str:
         raise SystemExit(f"error: {folder}'s settings are not this trl_freetext.py's: "
                          f"{', '.join(sorted(set(config) ^ set(defaults)))}")
     keys = [key for key in config if config[key] != defaults[key]]
+    made = parsed(keys)  # a world's own defaults (--world scienceworld's): a setting left at
+    keys += [key for key in config  # the maze's default may need its flag after all
+             if made is not None and made[key] != config[key] and key not in keys]
     for _ in range(2):  # a derived setting may be refused as a flag until another one goes
         for key in list(keys):
             if parsed([k for k in keys if k != key]) == config:
@@ -653,10 +656,12 @@ def tables(name: str) -> list:
     result = load(name)
     if result.get("kind") == "runs":
         return [runs_table(result["runs"])]
-    if result.get("kind") in ("scienceworld", "scienceworld-priors"):
+    if result.get("kind") in ("scienceworld", "scienceworld-priors", "scienceworld-players"):
         import scienceworld_table  # the first two tables had one prior for every seed
-        return [(scienceworld_table.table if result["kind"] == "scienceworld-priors"
-                 else scienceworld_table.superseded_table)(result)]
+        return [{"scienceworld": scienceworld_table.superseded_table,
+                 "scienceworld-priors": scienceworld_table.table,
+                 "scienceworld-players": scienceworld_table.players_table}[result["kind"]](
+                     result)]
     if result.get("kind") == "prompted":
         import prompted
         return [prompted.table(result["rows"])] + ([result["partial"]] if "partial" in result

@@ -316,6 +316,34 @@ def superseded_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def players_table(result: dict) -> str:
+    """Candidate players (priors) on the dev variations, a line each (what it reads, how it was
+    cloned, both formats' success / mean score / valid actions, the share of the
+    demonstrator's actions it writes teacher-forced; success / mean score / valid actions in
+    each format), then the chosen one against each other, paired over the variations."""
+    players, chosen = result["players"], result["chosen"]
+    lines = ["| player | what | cloning | teacher-forced actions | ReAct | ReAct w/ SG |",
+             "|---|---|---|---|---|---|"]
+    for name, player in players.items():
+        rows = [player[key] for key in PRIOR_ROWS]
+        lines.append(f"| {name} | {player['what']} | "
+                     f"{player['clone_seconds'] / 60:.0f} min, final loss "
+                     f"{player['stage0']['final_loss']:.3f} | "
+                     f"{player['stage0']['predicted']['moves']:.0%} | " + " | ".join(
+                         f"{r['success']:.2f} / {r['score']:.1f} / {r['valid_actions']:.2f}"
+                         for r in rows) + " |")
+    count = len(players[chosen]["react"]["per_task"]["success"])
+    lines += ["", f"{chosen} against each other player, ReAct, paired over the {count} dev "
+                  f"variations:"]
+    for name, player in players.items():
+        for key in ("success", "score"):
+            if name != chosen:
+                mine, theirs = (p["react"]["per_task"][key] for p in (players[chosen], player))
+                lines.append(claim_line(f"{chosen} - {name}", key,
+                                        [a - b for a, b in zip(mine, theirs)], "tasks"))
+    return "\n".join(lines)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["prior"]:

@@ -1378,6 +1378,20 @@ def test_training_runs_are_kept_with_commands_that_make_their_settings(tmp_path,
         results.save(str(tmp_path / "grpo"), "tune", commit="a" * 40)
 
 
+def test_a_kept_runs_command_gives_a_setting_its_world_defaults_otherwise(tmp_path):
+    """--world scienceworld has defaults of its own (WORLD_DEFAULTS): a setting at the maze's
+    default (--eval-every 10) is then given as a flag, or the command would make another run."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    import results
+    import trl_freetext
+    words = "--world scienceworld --eval-every 10 --iterations 40 --lr 0.0005"
+    cfg, ft = trl_freetext.parse_config(shlex.split(words))
+    config = {**sg.dataclasses.asdict(cfg), **sg.dataclasses.asdict(ft)}
+    assert cfg.eval_every == 10 != trl_freetext.WORLD_DEFAULTS["scienceworld"]["eval_every"]
+    command = results.freetext_command(config, tmp_path)
+    assert sorted(shlex.split(command)[2:]) == sorted(shlex.split(words))
+
+
 def test_the_rise_table_reads_each_runs_probe_at_two_evaluations_and_pairs_it_with_the_placebo():
     import results
     def run(at50, at150):
