@@ -8,7 +8,7 @@ from and the floor and ceiling every figure sits between.
     python examples/trl_freetext.py --world scienceworld             # clone a player, train it
 
 - Tasks: the four `find-*` tasks (find an animal, a living thing, a non-living thing, a
-  plant; focus on it, then move it to a box in the kitchen), each with its own train / dev /
+  plant; focus on it, then move it to the box the task names), each with its own train / dev /
   test variations (150 / 75 / 75). A task seed picks a (task, variation) pair by selfguide's
   ranges: training and demonstration seeds (below 10^9) the train variations, held-out seeds
   (10^9 on) the test variations, tuning seeds (2 x 10^9 on) the dev variations, the four tasks
@@ -28,7 +28,7 @@ from and the floor and ceiling every figure sits between.
   task done either way. Focusing on a wrong thing ends the episode at -100 (a mean score
   counts it as 0). A step's truth is the sign of the score's change: rose, positive;
   unchanged, neutral; fell or failed, negative.
-- Each episode of a batch has its own simulator (a JVM of about 150 MB), kept in a pool for
+- Each episode of a batch has its own simulator (a JVM of about 250 MB), kept in a pool for
   the process and reused; their steps run side by side in threads.
 """
 from __future__ import annotations
@@ -81,8 +81,9 @@ PHRASES = {  # the demonstrator's judgements as short phrases; the guide word is
     "positive": ["positive, that was progress", "positive, a step toward the task"],
     "neutral": ["neutral, nothing gained yet", "neutral, no progress"],
     "negative": ["negative, that went wrong", "negative, a wasted step"]}
-DETOUR = 0.5     # share of the demonstrations with a misspelt action (then the right one); half
-# of the others walk into a wrong room and back: 853 of the first 1,200 take a detour
+DETOUR = 0.5     # share of the demonstrations with a misspelt action (then the right one); the
+# others, half of them, at each gold `open door to` step (with probability 1/2, where another
+# door exists) walk into a wrong room and back, at most once: 853 of the first 1,200 take one
 MISJUDGE = 0.1   # share of the demonstrator's judgements replaced by another polarity
 PARTS = ("result", "room", "inventory")  # what a demonstration keeps of each step
 # in the caches' keys: how the corpus is drawn
@@ -376,8 +377,9 @@ def misspelt(action: str, rng: random.Random) -> str:
 def demonstrate(world: ScienceWorld, seed: int, rng: random.Random, plain: bool = False):
     """One demonstration of the task of `seed`: the gold path (its last action simpler_gold's,
     the thing it focuses on named as the room lists it, `listed_name`, from there on),
-    with probability DETOUR a misspelt action, then the right one, else with probability 1/2 a
-    door to a wrong room opened and walked through, then the way back (at most one detour), each step judged before its
+    with probability DETOUR a misspelt action, then the right one, else (for half of the
+    others) at a gold `open door to` step, with probability 1/2 each where another door exists,
+    a door to a wrong room opened and walked through, then the way back (at most one detour), each step judged before its
     action: the score's change since the last action (rose: positive; fell: negative), its
     own detour's wrong step negative, else neutral; MISJUDGE of them replaced by another word.
     `plain`: the gold path as the simulator gives it, without a detour. Returns

@@ -96,7 +96,7 @@ class TextWorld(Protocol):
     def prior_key(ft) -> list:
         """What else the prior's cache key holds for these settings (trl_freetext.py's
         FreeText): how the world's demonstrations are drawn and what a turn shows, so a new
-        turn format is a new prior; [] for the maze, whose priors were keyed before worlds."""
+        turn format is a new prior; [] for the maze (its key is selfguide's settings alone)."""
 
     # optional: a world whose player reads the system turn and its latest turn alone
     # (ScienceWorld's --window) defines reads_one_turn(ft) -> bool; trl_freetext.py then samples

@@ -190,8 +190,8 @@ def reads_one_turn(world, ft) -> bool:
 # gold path's length and a few detours (3-16 actions), every test variation evaluated once at
 # the end, 32 episodes an iteration (a simulator each), a wider tiny model and vocabulary for
 # the object names, replies long enough for an action such as "move flower pot 3 to red box",
-# the player reading the system turn and the latest turn alone (--window; examples/README.md,
-# ScienceWorld, says how each was chosen on the dev variations)
+# the player reading the system turn and the latest turn alone (--window), a Llama (examples/README.md,
+# ScienceWorld: the player chosen on the dev variations; the training settings not yet chosen)
 WORLD_DEFAULTS = {"scienceworld": dict(
     max_steps=20, eval_tasks=300, eval_batch=32, tasks_per_iter=4, group_size=8,
     iterations=20, eval_every=20, final_evals=1, prior_episodes=1200, prior_epochs=10,
@@ -225,7 +225,7 @@ class FreeText:
                                    "training evaluates on them")
     model: str = setting("", "a causal LM with a chat template (a folder, a hub name you have "
                              "downloaded, or smollm2: examples/smollm2.py's); its tokenizer and "
-                             "template are used; '' clones the tiny GPT-2 prior here")
+                             "template are used; '' clones the tiny prior here (--architecture)")
     tokenizer: str = setting("bpe", "the tiny prior's tokenizer, built in code: bpe (subword, "
                                     "trained on the demonstrations) or words", ["bpe", "words"])
     architecture: str = setting("gpt2", "the tiny prior: selfguide's GPT-2, or llama (rotary "

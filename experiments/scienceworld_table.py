@@ -45,7 +45,8 @@ PAIRS = [(1, "GRPO", "ReAct"), (2, "GRPO w/ SG", "GRPO"), (3, "GRPO w/ SG & GR",
          (4, "GRPO w/ SG & GR", "GRPO"), (5, "ReAct w/ SG", "ReAct")]
 G1 = ("G1 the guide's balanced accuracy, GRPO w/ SG & GR - ReAct w/ SG", "GRPO w/ SG & GR",
       "ReAct w/ SG", "guide_balanced_accuracy")
-# The claims, registered before the table ran (REPORT section 15, the third table): (name, the
+# The claims the third table is to register, in the commit that starts it (REPORT section 15;
+# drafted, not yet registered): (name, the
 # row, the row it is paired with, the figure). Each is "above 0": shown where the whole 95%
 # t-interval of the paired differences lies above 0. The figures are greedy, on the 300 test
 # variations: success (the task done, score 100) and the mean score (a failure counts 0),
