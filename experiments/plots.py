@@ -200,9 +200,9 @@ def plot_run(folder: Path) -> Path:
 
 def plot_runs(folders: list) -> Path:
     """Several runs' greedy evaluations over training, side by side, into runs.png in their
-    common folder: success (from the prior's, iteration 0, where the run evaluated it), and
-    (ScienceWorld's) the mean score; each run labelled by the settings it differs in (its
-    selfguide_config.json)."""
+    common folder: success, and (ScienceWorld's) the mean score; each run labelled by the
+    settings it differs in (its selfguide_config.json). The prior's figures (before training)
+    are in each run's summary.md."""
     plt = pyplot()
     configs = [json.loads((f / "selfguide_config.json").read_text()) for f in folders]
     differ = [k for k in configs[0] if k != "out" and len({str(c.get(k)) for c in configs}) > 1]
@@ -213,15 +213,8 @@ def plot_runs(folders: list) -> Path:
         evals = [(r["iteration"], r["eval"]) for r in read_log(folder / "log.jsonl")
                  if "eval" in r]
         label = " ".join(f"{k} {config[k]}" for k in differ) or folder.name
-        summary = folder / "summary.md"  # the prior's success in the run's format: iteration 0
-        if summary.exists() and config.get("prior_rows", True):
-            import freetext
-            prior = freetext.VARIANTS["grpo" if config["variant"] == "grpo" else "sg_gr"][1]
-            evals.insert(0, (0, {"success": freetext.prior_row(summary.read_text(),
-                                                               prior)["success"]}))
         for axis, key in zip(axes, ["success", "score"]):
-            points = [(i, m[key]) for i, m in evals if key in m]
-            axis.plot([i for i, _ in points], [v for _, v in points], marker="o",
+            axis.plot([i for i, _ in evals], [m[key] for _, m in evals], marker="o",
                       markersize=3, label=label)
     for axis, key in zip(axes, ["greedy success", "greedy mean score"]):
         axis.set_xlabel("GRPO iteration")
