@@ -370,6 +370,7 @@ def test_the_handout_blanks_the_graded_functions_and_every_grading_test_then_fai
     names the command grading it, and every other statement of the file is as it is. Each
     function's grading command (README's table) then fails on a handout that blanks it alone,
     by that NotImplementedError; on selfguide.py the suite runs those tests and they pass."""
+    import shutil
     import subprocess
     student = load(".ci/student.py")
     made = subprocess.run([sys.executable, str(ROOT / ".ci/student.py"), str(tmp_path)],
@@ -389,11 +390,18 @@ def test_the_handout_blanks_the_graded_functions_and_every_grading_test_then_fai
         raised = blanked.body[1:]
         assert len(raised) == 1 and isinstance(raised[0], ast.Raise)
         assert student.grading_command(node.name) in ast.unparse(raised[0]), node.name
-    for name, selection in student.GRADED.items():  # each blanked alone, graded as README says
-        (tmp_path / "selfguide.py").write_text(student.blank(original, [name]))
-        graded = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                 "--tb=line", "test_selfguide.py", "-k", selection],
-                                cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    running = {}  # each blanked alone in a handout of its own, graded as README says, at once
+    for name, selection in student.GRADED.items():
+        folder = tmp_path / f"graded-{name}"
+        shutil.copytree(tmp_path, folder, ignore=shutil.ignore_patterns("graded-*"))
+        (folder / "selfguide.py").write_text(student.blank(original, [name]))
+        running[name] = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=line",
+             "test_selfguide.py", "-k", selection], cwd=folder, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+    for name, process in running.items():
+        stdout, _ = process.communicate(timeout=300)
+        graded = subprocess.CompletedProcess(process.args, process.returncode, stdout)
         summary = graded.stdout.strip().splitlines()[-1]
         assert re.fullmatch(r"\d+ failed, \d+ deselected in .*", summary), (name, summary)
         assert graded.stdout.count(f"NotImplementedError: {name} is yours to write") >= \
