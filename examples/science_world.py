@@ -379,9 +379,10 @@ def demonstrate(world: ScienceWorld, seed: int, rng: random.Random, plain: bool 
     the thing it focuses on named as the room lists it, `listed_name`, from there on),
     with probability DETOUR a misspelt action, then the right one, else (for half of the
     others) at a gold `open door to` step, with probability 1/2 each where another door exists,
-    a door to a wrong room opened and walked through, then the way back (at most one detour), each step judged before its
-    action: the score's change since the last action (rose: positive; fell: negative), its
-    own detour's wrong step negative, else neutral; MISJUDGE of them replaced by another word.
+    a door to a wrong room opened and walked through, then the way back (at most one detour),
+    each step judged before its action: the score's change since the last action (rose:
+    positive; fell: negative), its own detour's wrong step negative, else neutral; MISJUDGE of
+    them replaced by another word.
     `plain`: the gold path as the simulator gives it, without a detour. Returns
     ([(the step's parts, guide, action)], the final score, the gold path, whether it took a
     detour)."""

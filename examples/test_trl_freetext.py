@@ -906,8 +906,10 @@ def test_the_loss_reads_log_probs_computed_only_where_the_model_wrote(tiny_llama
     attention[2, -4:] = 0  # a shorter completion, right-padded
     written = torch.zeros(3, 12, dtype=torch.long)  # the completion: the last 12 positions
     written[0, 2:6] = written[1, 7:12] = written[2, 1:5] = 1
-    trainer = SimpleNamespace(written=written, one_turn=False, temperature=0.7, accelerator=SimpleNamespace(
-        unwrap_model=lambda m: m, autocast=contextlib.nullcontext, device=torch.device("cpu")))
+    trainer = SimpleNamespace(written=written, one_turn=False, temperature=0.7,
+                              accelerator=SimpleNamespace(unwrap_model=lambda m: m,
+                                                          autocast=contextlib.nullcontext,
+                                                          device=torch.device("cpu")))
     method = freetext.make_trainer_class()._get_per_token_logps_and_entropies
     logps, entropies, aux = method(trainer, model, ids, attention, 12, compute_entropy=True)
     logits = model(ids, attention_mask=attention).logits[:, -13:-1] / 0.7      # (3, 12, V)
@@ -944,8 +946,10 @@ def test_under_bf16_the_written_tokens_head_scores_as_trls_fused_head(tiny_llama
             SimpleNamespace(accelerator=SimpleNamespace(autocast=bf16)), model, ids, mask, 8)
     method = freetext.make_trainer_class()._get_per_token_logps_and_entropies
     for autocast, close in [(bf16, True), (contextlib.nullcontext, False)]:
-        trainer = SimpleNamespace(written=written, one_turn=False, temperature=1.0, accelerator=SimpleNamespace(
-            unwrap_model=lambda m: m, autocast=autocast, device=torch.device("cpu")))
+        trainer = SimpleNamespace(written=written, one_turn=False, temperature=1.0,
+                                  accelerator=SimpleNamespace(unwrap_model=lambda m: m,
+                                                              autocast=autocast,
+                                                              device=torch.device("cpu")))
         with torch.no_grad():
             logps, _, _ = method(trainer, model, ids, mask, 8)
         assert torch.allclose(logps, trls, atol=1e-4) == close, autocast

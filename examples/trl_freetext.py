@@ -190,8 +190,9 @@ def reads_one_turn(world, ft) -> bool:
 # gold path's length and a few detours (3-16 actions), every test variation evaluated once at
 # the end, 32 episodes an iteration (a simulator each), a wider tiny model and vocabulary for
 # the object names, replies long enough for an action such as "move flower pot 3 to red box",
-# the player reading the system turn and the latest turn alone (--window), a Llama (examples/README.md,
-# ScienceWorld: the player chosen on the dev variations; the training settings not yet chosen)
+# the player reading the system turn and the latest turn alone (--window), a Llama
+# (examples/README.md, ScienceWorld: the player chosen on the dev variations; the training
+# settings not yet chosen)
 WORLD_DEFAULTS = {"scienceworld": dict(
     max_steps=20, eval_tasks=300, eval_batch=32, tasks_per_iter=4, group_size=8,
     iterations=20, eval_every=20, final_evals=1, prior_episodes=1200, prior_epochs=10,

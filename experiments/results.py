@@ -127,10 +127,8 @@ def freetext_command(config: dict, folder: Path) -> str:
     if set(config) != set(defaults):  # a run of an older or newer trl_freetext.py
         raise SystemExit(f"error: {folder}'s settings are not this trl_freetext.py's: "
                          f"{', '.join(sorted(set(config) ^ set(defaults)))}")
-    keys = [key for key in config if config[key] != defaults[key]]
-    made = parsed(keys)  # a world's own defaults (--world scienceworld's): a setting left at
-    keys += [key for key in config  # the maze's default may need its flag after all
-             if made is not None and made[key] != config[key] and key not in keys]
+    defaults = parsed(["world"])  # the run's world's defaults (WORLD_DEFAULTS), not the maze's
+    keys = ["world"] + [key for key in config if config[key] != defaults[key]]
     for _ in range(2):  # a derived setting may be refused as a flag until another one goes
         for key in list(keys):
             if parsed([k for k in keys if k != key]) == config:

@@ -318,10 +318,10 @@ def superseded_table(result: dict) -> str:
 
 
 def players_table(result: dict) -> str:
-    """Candidate players (priors) on the dev variations, a line each (what it reads, how it was
-    cloned, both formats' success / mean score / valid actions, the share of the
-    demonstrator's actions it writes teacher-forced; success / mean score / valid actions in
-    each format), then the chosen one against each other, paired over the variations."""
+    """Candidate players (priors) on the dev variations, a line each (what it is, its
+    cloning, the share of the demonstrator's actions it writes teacher-forced, success / mean
+    score / valid actions in each format), then the chosen one against each other, paired over
+    the variations."""
     players, chosen = result["players"], result["chosen"]
     lines = ["| player | what | cloning | teacher-forced actions | ReAct | ReAct w/ SG |",
              "|---|---|---|---|---|---|"]
