@@ -23,9 +23,9 @@ from and the floor and ceiling every figure sits between.
   ("No known action matches that input.") or that names several things (an ambiguous
   request, cancelled) changes nothing; the step counts, and the share of valid actions is
   reported.
-- R_env: the final score / 100 (`reward="score"`, partial credit, -1 for a wrong focus), or 1
-  when the score reaches 100, the task done (`"success"`, the paper's R_env); success is the
-  task done either way. Focusing on a wrong thing ends the episode at -100 (a mean score
+- R_env: 1 when the score reaches 100, the task done (`reward="success"`, the paper's R_env,
+  the default), the final score / 100 (`"score"`, partial credit, -1 for a wrong focus), or
+  the same with a wrong focus 0 (`"clamped"`); success is the task done either way. Focusing on a wrong thing ends the episode at -100 (a mean score
   counts it as 0). A step's truth is the sign of the score's change: rose, positive;
   unchanged, neutral; fell or failed, negative.
 - Each episode of a batch has its own simulator (a JVM of about 250 MB), kept in a pool for
@@ -261,7 +261,7 @@ class ScienceWorld:
                           for o, g, a in shown(d, ft.window, cfg.max_steps)])
                 for d in drawn for guided in (True, False)]
 
-    def __init__(self, simulator, tasks=FIND_TASKS, reward: str = "score", window: int = 0):
+    def __init__(self, simulator, tasks=FIND_TASKS, reward: str = "success", window: int = 0):
         self.simulator, self.server, self.tasks = simulator, simulator.server, tasks
         self.score, self.task, self.reward, self.window = 0, "", reward, window
         self.parts, self.actions = {}, []

@@ -16,7 +16,8 @@ most --parallel at once, one thread each):
   without and with its assessment (ReAct, ReAct w/ SG): python
   experiments/scienceworld_table.py prior --seed <seed> ...;
 - `<variant>-<seed>/`: python examples/trl_freetext.py --world scienceworld --model <the seed's
-  prior> --seed <seed> --variant <variant> --no-prior-rows ..., the three trained rows.
+  prior> --seed <seed> --variant <variant> --no-prior-rows --save-every 10 ..., the three
+  trained rows (a run stopped midway resumes from its last checkpoint).
 `units.json` in --out holds every unit's command: an --out whose units ran with other
 settings (another turn format or --run) is refused in one line. Then the table (means over
 the seeds: success, mean score, valid actions, the guide's balanced accuracy against the
@@ -45,9 +46,9 @@ PAIRS = [(1, "GRPO", "ReAct"), (2, "GRPO w/ SG", "GRPO"), (3, "GRPO w/ SG & GR",
          (4, "GRPO w/ SG & GR", "GRPO"), (5, "ReAct w/ SG", "ReAct")]
 G1 = ("G1 the guide's balanced accuracy, GRPO w/ SG & GR - ReAct w/ SG", "GRPO w/ SG & GR",
       "ReAct w/ SG", "guide_balanced_accuracy")
-# The claims the third table is to register, in the commit that starts it (REPORT section 15;
-# drafted, not yet registered): (name, the
-# row, the row it is paired with, the figure). Each is "above 0": shown where the whole 95%
+# The third table's claims, registered in the commit that starts it (REPORT section 15, with
+# the settings chosen on dev and each claim's expected verdict): (name, the row, the row it
+# is paired with, the figure). Each is "above 0": shown where the whole 95%
 # t-interval of the paired differences lies above 0. The figures are greedy, on the 300 test
 # variations: success (the task done, score 100) and the mean score (a failure counts 0),
 # paired over the seeds (each seed its own prior, and its three runs from it).
@@ -114,6 +115,8 @@ def units(args) -> list:
                str(out / "baselines.json")], None)]
     trained = [w for i, w in enumerate(settings)  # the prior's folder takes --model's place
                if w != "--model" and (i == 0 or settings[i - 1] != "--model")]
+    # a trained run keeps a checkpoint every 10 iterations, and a stopped one resumes from it
+    keep = [] if "--save-every" in settings else ["--save-every", "10"]
     for seed in args.seeds:
         prior = f"prior-{seed}"
         found.append((prior, out / f"{prior}.json",
@@ -125,7 +128,8 @@ def units(args) -> list:
             found.append((f"{variant}-{seed}", run / "summary.md",
                           [python, "examples/trl_freetext.py", *world, "--model",
                            prior_model(args, seed), "--seed", str(seed), "--variant", variant,
-                           "--no-prior-rows", "--threads", "1", *trained, "--out", str(run)],
+                           "--no-prior-rows", "--threads", "1", *keep, *trained,
+                           "--out", str(run)],
                           prior))
     return found
 

@@ -177,6 +177,10 @@ def check_command(words: list):
         return check_command(argv[1:])
     if program == "python" and argv[:1] == ["-c"]:
         return compile(argv[1], "<python -c>", "exec")
+    if program == "python" and argv[:2] == ["experiments/scienceworld_table.py", "prior"]:
+        out = argv.index("--out") if "--out" in argv else None  # the unit's own flag
+        rest = argv[2:] if out is None else argv[2:out] + argv[out + 2:]
+        return check_script("examples/trl_freetext.py", rest)  # the flags its prior takes
     if program == "python":
         return check_script(argv[0], argv[1:])
     if program == "pip":

@@ -1384,7 +1384,7 @@ def test_a_kept_runs_command_gives_a_setting_its_world_defaults_otherwise(tmp_pa
     sys.path.insert(0, str(ROOT / "examples"))
     import results
     import trl_freetext
-    words = "--world scienceworld --eval-every 10 --iterations 40 --lr 0.0005"
+    words = "--world scienceworld --eval-every 10 --iterations 30 --lr 0.0005"
     cfg, ft = trl_freetext.parse_config(shlex.split(words))
     config = {**sg.dataclasses.asdict(cfg), **sg.dataclasses.asdict(ft)}
     assert cfg.eval_every == 10 != trl_freetext.WORLD_DEFAULTS["scienceworld"]["eval_every"]
@@ -1841,8 +1841,9 @@ def test_the_superseded_scienceworld_tables_judge_their_claims_on_made_up_figure
 def test_the_scienceworld_units_clone_a_prior_per_seed_and_refuse_another_formats_out(
         monkeypatch, tmp_path):
     """Each seed's prior unit clones with that seed, and its three runs start from that
-    seed's prior folder; an --out whose units ran under another turn format (its priors'
-    folders differ) is refused in one line, before any unit runs."""
+    seed's prior folder, each keeping a checkpoint every 10 iterations unless --run says
+    otherwise; an --out whose units ran under another turn format (its priors' folders
+    differ) is refused in one line, before any unit runs."""
     import scienceworld_table as table
     import science_world
     args = table.parse_args(["--seeds", "1,2", "--out", str(tmp_path / "sw")])
@@ -1853,6 +1854,11 @@ def test_the_scienceworld_units_clone_a_prior_per_seed_and_refuse_another_format
     assert priors[1] != priors[2]
     for seed in (1, 2):
         assert found[f"sg-{seed}"][found[f"sg-{seed}"].index("--model") + 1] == priors[seed]
+    assert found["grpo-1"][found["grpo-1"].index("--save-every") + 1] == "10"  # resumable
+    given = table.parse_args(["--seeds", "1", "--out", str(tmp_path / "x"), "--run",
+                              "--save-every 5"])
+    assert all(c.count("--save-every") == 1 for n, _, c, _ in table.units(given)
+               if n.startswith(("grpo", "sg")))
     table.stamped(args, table.units(args))  # as run_units does before it starts any unit
     table.stamped(args, table.units(args))  # the same settings again: resumed
     monkeypatch.setitem(science_world.TURN, "window", "{task} {recent} {result}")
