@@ -25,9 +25,10 @@ from and the floor and ceiling every figure sits between.
   reported.
 - R_env: 1 when the score reaches 100, the task done (`reward="success"`, the paper's R_env,
   the default), the final score / 100 (`"score"`, partial credit, -1 for a wrong focus), or
-  the same with a wrong focus 0 (`"clamped"`); success is the task done either way. Focusing on a wrong thing ends the episode at -100 (a mean score
-  counts it as 0). A step's truth is the sign of the score's change: rose, positive;
-  unchanged, neutral; fell or failed, negative.
+  the same with a wrong focus 0 (`"clamped"`); success is the task done either way.
+  Focusing on a wrong thing ends the episode at -100 (a mean score counts it as 0). A step's
+  truth is the sign of the score's change: rose, positive; unchanged, neutral; fell or
+  failed, negative.
 - Each episode of a batch has its own simulator (a JVM of about 250 MB), kept in a pool for
   the process and reused; their steps run side by side in threads.
 """

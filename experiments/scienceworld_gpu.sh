@@ -9,7 +9,7 @@
 #   MODEL=Qwen/Qwen3-1.7B bash experiments/scienceworld_gpu.sh    # a folder, or a hub name
 #                                    # already downloaded (nothing is downloaded at run time)
 #   DRY_RUN=1 MODEL=... bash experiments/scienceworld_gpu.sh      # the commands, one a line
-#   JOBS=2 SEEDS=1,2,3 MODEL=... bash experiments/scienceworld_gpu.sh
+#   JOBS=2 SEEDS=1,2,3 MODEL=... bash experiments/scienceworld_gpu.sh   # three seeds, not five
 #
 # Stages, each skipped where its result is already there (run it again after a crash):
 #  1. the packages (TRL, ScienceWorld's simulator) and Java, which the simulator needs;
@@ -23,7 +23,7 @@ export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 
 MODEL=${MODEL:?name the chat model: MODEL=<folder or downloaded hub name> bash $0}
 OUT=${OUT:-runs/scienceworld-gpu}
-SEEDS=${SEEDS:-1,2,3}
+SEEDS=${SEEDS:-1,2,3,4,5}  # the registered table's seeds
 JOBS=${JOBS:-1}
 # a chat model's settings (examples/README.md, "A chat model of your own"): its replies need
 # more tokens than the tiny prior's, its guide a lighter KL; dr_grpo weighs a move alike in
