@@ -9,6 +9,7 @@ plots.py depends on compare.py (its statistics and its files), never the other w
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -201,8 +202,9 @@ def plot_run(folder: Path) -> Path:
 def plot_runs(folders: list) -> Path:
     """Several runs' greedy evaluations over training, side by side, into runs.png in their
     common folder: success, and (ScienceWorld's) the mean score; each run labelled by the
-    settings it differs in (its selfguide_config.json). The prior's figures (before training)
-    are in each run's summary.md."""
+    settings it differs in (its selfguide_config.json); the prior's success before training,
+    from the first run's summary.md (the row without the guide), a dashed line. The legend
+    goes below the axes, clear of the curves."""
     plt = pyplot()
     configs = [json.loads((f / "selfguide_config.json").read_text()) for f in folders]
     differ = [k for k in configs[0] if k != "out" and len({str(c.get(k)) for c in configs}) > 1]
@@ -216,14 +218,21 @@ def plot_runs(folders: list) -> Path:
         for axis, key in zip(axes, ["success", "score"]):
             axis.plot([i for i, _ in evals], [m[key] for _, m in evals], marker="o",
                       markersize=3, label=label)
+    summary = folders[0] / "summary.md"  # plots may not import freetext, which imports plots
+    before = re.search(r"^\| prior, no guide[^|]*\| ([0-9.]+) \|", summary.read_text(), re.M) \
+        if summary.exists() else None
+    if before:
+        axes[0].axhline(float(before[1]), color="gray", linestyle="--", linewidth=1,
+                        label="the prior, before training")
     for axis, key in zip(axes, ["greedy success", "greedy mean score"]):
         axis.set_xlabel("GRPO iteration")
         axis.set_ylabel(key)
-    axes[0].legend(fontsize=7)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.045 * ((len(labels) + 1) // 2), 1, 1))  # room for its rows
     parent = folders[0].resolve().parent  # the runs' common folder
     while not all(parent in f.resolve().parents for f in folders):
         parent = parent.parent
-    fig.tight_layout()
     figure = parent / "runs.png"
     fig.savefig(figure, dpi=110)
     print(f"figure written to {figure}")

@@ -1864,3 +1864,25 @@ def test_the_scienceworld_units_clone_a_prior_per_seed_and_refuse_another_format
     monkeypatch.setitem(science_world.TURN, "window", "{task} {recent} {result}")
     with pytest.raises(SystemExit, match="holds units run with other settings .*prior-1"):
         table.stamped(args, table.units(args))
+
+
+def test_several_runs_curves_draw_the_prior_before_training_as_a_line(
+        tmp_path, monkeypatch):
+    """plot_runs: each run's greedy evaluations, labelled by the setting it differs in, and the
+    prior's success before training (its summary.md's row without the guide) a dashed line."""
+    pytest.importorskip("matplotlib", reason=MATPLOTLIB)
+    import matplotlib.axes
+    drawn = []
+    monkeypatch.setattr(matplotlib.axes.Axes, "axhline",
+                        lambda self, y, **kw: drawn.append((y, kw.get("label"))))
+    for lr in ("0.0001", "0.0002"):
+        run = tmp_path / f"lr{lr}"
+        run.mkdir()
+        (run / "selfguide_config.json").write_text(json.dumps({"lr": float(lr), "out": str(run)}))
+        (run / "log.jsonl").write_text("\n".join(json.dumps(
+            {"iteration": i, "eval": {"success": 0.5, "score": 80.0}}) for i in (10, 20)))
+        (run / "summary.md").write_text("| policy | success |\n|---|---|\n"
+                                        "| prior, no guide (ReAct) | 0.780 | 12.6 |\n")
+    figure = plots.plot_runs([tmp_path / "lr0.0001", tmp_path / "lr0.0002"])
+    assert figure == tmp_path / "runs.png" and figure.exists()
+    assert drawn == [(0.78, "the prior, before training")]
