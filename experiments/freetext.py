@@ -70,19 +70,6 @@ def command(out: str, path: str, variant: str, seed: int, threads: int) -> list:
             "--out", str(folder(out, path, variant, seed))]
 
 
-def prior_row(summary: str, name: str) -> dict:
-    """The summary table's row `name` (the prior's, as the run evaluated it before
-    training): its success and guide bal. acc. (None where '-')."""
-    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
-            for line in summary.splitlines() if line.startswith("|")]
-    for cells in rows:
-        if cells[0] == name:
-            value = lambda column: (None if cells[rows[0].index(column)] == "-"  # noqa: E731
-                                    else float(cells[rows[0].index(column)]))
-            return {"success": value("success"), "balanced": value("guide bal. acc.")}
-    raise SystemExit(f"error: no row {name!r} in a summary.md")
-
-
 def scores(run: Path, variant: str) -> dict:
     """One run as the table reads it: prior and trained held-out success, and the guide's
     balanced accuracy; over training, its rollouts' success, the share of its groups without
@@ -92,7 +79,7 @@ def scores(run: Path, variant: str) -> dict:
     final = sg.final_metrics(records, config["final_evals"])
     over = lambda key: (None if any(r.get(key) is None for r in records)  # noqa: E731
                         else sum(r[key] for r in records) / len(records))
-    prior = prior_row((run / "summary.md").read_text(), VARIANTS[variant][1])
+    prior = plots.prior_row((run / "summary.md").read_text(), VARIANTS[variant][1])
     return {"prior": prior["success"], "trained": final["success"],
             "prior_balanced": prior["balanced"], "balanced": final.get("guide_balanced_accuracy"),
             "rollouts": over("success"), "flat": over("zero_variance_groups"),

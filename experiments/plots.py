@@ -9,7 +9,6 @@ plots.py depends on compare.py (its statistics and its files), never the other w
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -156,6 +155,19 @@ def read_log(path: Path) -> list:
     return records
 
 
+def prior_row(summary: str, name: str) -> dict:
+    """The summary table's row `name` (the prior's, as the run evaluated it before
+    training): its success and guide bal. acc. (None where '-')."""
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in summary.splitlines() if line.startswith("|")]
+    for cells in rows:
+        if cells[0] == name:
+            value = lambda column: (None if cells[rows[0].index(column)] == "-"  # noqa: E731
+                                    else float(cells[rows[0].index(column)]))
+            return {"success": value("success"), "balanced": value("guide bal. acc.")}
+    raise SystemExit(f"error: no row {name!r} in a summary.md")
+
+
 def plot_run(folder: Path) -> Path:
     """One run's curves from its log.jsonl, into <folder>/curves.png. Top: held-out (greedy)
     success and the training rollouts' (sampled) success, with lambda(u) shaded behind.
@@ -218,11 +230,10 @@ def plot_runs(folders: list) -> Path:
         for axis, key in zip(axes, ["success", "score"]):
             axis.plot([i for i, _ in evals], [m[key] for _, m in evals], marker="o",
                       markersize=3, label=label)
-    summary = folders[0] / "summary.md"  # plots may not import freetext, which imports plots
-    before = re.search(r"^\| prior, no guide[^|]*\| ([0-9.]+) \|", summary.read_text(), re.M) \
-        if summary.exists() else None
-    if before:
-        axes[0].axhline(float(before[1]), color="gray", linestyle="--", linewidth=1,
+    summary = folders[0] / "summary.md"
+    if summary.exists():
+        before = prior_row(summary.read_text(), "prior, no guide (ReAct)")["success"]
+        axes[0].axhline(before, color="gray", linestyle="--", linewidth=1,
                         label="the prior, before training")
     for axis, key in zip(axes, ["greedy success", "greedy mean score"]):
         axis.set_xlabel("GRPO iteration")

@@ -146,8 +146,7 @@ def training_run(folder: Path) -> dict:
     training in its format (summary.md's prior row), training minutes (generation, scoring and
     update) and the peak resident set by its last iteration (GiB, before that iteration's
     evaluation), rounded."""
-    import freetext  # the free-text comparison's reader of a run's prior row
-
+    import freetext  # the free-text comparison's rows (VARIANTS)
     if not (folder / "log.jsonl").exists() or not (folder / "summary.md").exists():
         raise SystemExit(f"error: {folder} holds no finished trl_freetext.py run (log.jsonl, "
                          f"summary.md)")
@@ -156,7 +155,7 @@ def training_run(folder: Path) -> dict:
     prior = freetext.VARIANTS["grpo" if config["variant"] == "grpo" else "sg_gr"][1]
     return rounded({
         "command": freetext_command(config, folder), "variant": config["variant"],
-        "before": freetext.prior_row((folder / "summary.md").read_text(), prior)["success"],
+        "before": plots.prior_row((folder / "summary.md").read_text(), prior)["success"],
         "final": sg.final_metrics(records, config["final_evals"])["success"],
         "evaluations": {r["iteration"]: r["eval"]["success"] for r in records if "eval" in r},
         "training_minutes": sum(r["generation_seconds"] + r.get("scoring_seconds", 0.0)

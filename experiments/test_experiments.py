@@ -1881,8 +1881,9 @@ def test_several_runs_curves_draw_the_prior_before_training_as_a_line(
         (run / "selfguide_config.json").write_text(json.dumps({"lr": float(lr), "out": str(run)}))
         (run / "log.jsonl").write_text("\n".join(json.dumps(
             {"iteration": i, "eval": {"success": 0.5, "score": 80.0}}) for i in (10, 20)))
-        (run / "summary.md").write_text("| policy | success |\n|---|---|\n"
-                                        "| prior, no guide (ReAct) | 0.780 | 12.6 |\n")
+        (run / "summary.md").write_text(  # as trl_freetext.py writes it
+            "| policy | success | steps | steps / optimal | guide bal. acc. | positive guides |\n"
+            "|---|---|---|---|---|---|\n| prior, no guide (ReAct) | 0.780 | 12.6 | - | - | - |\n")
     figure = plots.plot_runs([tmp_path / "lr0.0001", tmp_path / "lr0.0002"])
     assert figure == tmp_path / "runs.png" and figure.exists()
     assert drawn == [(0.78, "the prior, before training")]
