@@ -649,6 +649,44 @@ def test_a_reply_sampled_from_its_own_turn_is_scored_under_that_turn(architectur
                                   atol=1e-3)
 
 
+def test_one_turn_pieces_scored_a_few_at_a_time_as_each_alone():
+    """turn_logprobs scores its pieces (a turn and its reply) sorted by length, a few to a
+    forward: the log-probs, the entropies and the gradient they give are those of scoring
+    every piece in a forward of its own (no padding at all), whatever the group size, for
+    rows whose turns differ in length and count."""
+    from accelerate import Accelerator
+    tokenizer = tokenizers()["bpe"]
+    torch.manual_seed(0)
+    model = freetext.make_model(tiny_config(n_layer=2), freetext.FreeText(architecture="llama"),
+                                tokenizer, positions=512)
+    prompt = freetext.prompt_ids(tokenizer, True)
+    generator = torch.Generator().manual_seed(1)
+    rows = []
+    for turns in (5, 2, 4):  # each turn and reply of its own random length
+        ids, written = [], []
+        for _ in range(turns):
+            turn, reply = (int(n) for n in torch.randint(2, 12, (2,), generator=generator))
+            ids += torch.randint(3, len(tokenizer), (turn + reply,), generator=generator).tolist()
+            written += [0] * turn + [1] * reply
+        rows.append((ids, written))
+    width = max(len(ids) for ids, _ in rows)
+    ids = torch.tensor([prompt + i + [0] * (width - len(i)) for i, _ in rows])
+    written = torch.tensor([w + [0] * (width - len(w)) for _, w in rows])
+    results = {}
+    for at_once in (1, 3, 100):
+        model.zero_grad()
+        logps, entropies = freetext.turn_logprobs(Accelerator(cpu=True), model, ids, written,
+                                                  0.7, True, at_once)
+        (logps * torch.linspace(0.5, 1.5, width)).sum().backward()
+        results[at_once] = (logps.detach(), entropies.detach(),
+                            torch.cat([p.grad.flatten() for p in model.parameters()
+                                       if p.grad is not None]))
+    assert written.sum() == results[1][0].ne(0).sum()  # every written token scored
+    for at_once in (3, 100):
+        for mine, alone in zip(results[at_once], results[1]):
+            assert torch.allclose(mine, alone, atol=1e-5, rtol=1e-4)
+
+
 def test_the_trainer_scores_one_turn_replies_under_their_turns_or_refuses():
     """With a player that reads one turn, the trainer's log-probs always come from
     turn_logprobs, with the written tokens the rollout or the loss gave; a batch whose

@@ -1069,18 +1069,24 @@ def head_logprobs(accelerator, model, hidden, temperature: float = 1.0) -> torch
     return torch.log_softmax(logits.float() / temperature, -1)
 
 
+PIECES_AT_ONCE = 16  # one-turn pieces per forward, of similar lengths (padding: turn_logprobs)
+
+
 def turn_logprobs(accelerator, model, input_ids, written, temperature: float = 1.0,
-                  entropy: bool = False):
+                  entropy: bool = False, at_once: int = PIECES_AT_ONCE):
     """Per-token log-probs (B, C) of a completion whose turns were each sampled in a chat of
     its own (a player that reads one turn): input_ids (B, P + C), the prompt the same in
     every row; written (B, C), 1 on the replies. Each reply is scored with the prompt and the
-    turn before it alone, as play sampled it: the prompt's keys and values once, then every
-    turn and its reply in one forward (on P processes through the DDP wrapper, whose backward
-    all-reduces), the head only at the written tokens; 0 elsewhere. With `entropy`, also the
-    sampling distribution's entropy there (B, C), else None."""
+    turn before it alone, as play sampled it: each turn and its reply is a piece, and the
+    pieces, sorted by length, go `at_once` to a forward (through `model`: on P processes the
+    DDP wrapper, whose backward all-reduces) after the prompt's keys and values, so a piece is
+    padded to its neighbours' length, not the longest turn's (ScienceWorld's turns run from
+    a few dozen tokens to a few hundred: one forward of them all was about 60% padding); the
+    head only at the written tokens; 0 elsewhere. With `entropy`, also the sampling
+    distribution's entropy there (B, C), else None."""
     from transformers import DynamicCache
-    prompt = input_ids.shape[1] - written.shape[1]
-    pieces, where = [], []  # each turn and its reply; (row, its first column) of each
+    prompt, unwrapped = input_ids.shape[1] - written.shape[1], accelerator.unwrap_model(model)
+    pieces = []  # (row, its first column, its end) of each turn and its reply
     for row, marks in enumerate(written.tolist()):
         start = 0
         for k in range(1, len(marks) + 1):  # a piece ends where a reply does
@@ -1088,29 +1094,34 @@ def turn_logprobs(accelerator, model, input_ids, written, temperature: float = 1
                 if any(marks[start:k]):
                     pieces.append((row, start, k))
                 start = k
-    width = max(end - start for _, start, end in pieces)
-    ids = torch.zeros(len(pieces), width, dtype=torch.long, device=input_ids.device)
-    mask = torch.zeros(len(pieces), prompt + width, dtype=torch.long, device=input_ids.device)
-    scored = torch.zeros_like(ids, dtype=torch.bool)                            # (S, W)
-    for k, (row, start, end) in enumerate(pieces):  # right-padded after the prompt
-        ids[k, :end - start] = input_ids[row, prompt + start:prompt + end]
-        mask[k, :prompt + end - start] = 1
-        scored[k, :end - start] = written[row, start:end].bool()
-    cache = DynamicCache(config=accelerator.unwrap_model(model).config)
-    accelerator.unwrap_model(model)(input_ids=input_ids[:1, :prompt], cache=cache,
-                                    use_cache=True)
-    cache.batch_repeat_interleave(len(pieces))
-    hidden = model(input_ids=ids, attention_mask=mask, cache=cache, logits_to_keep=1,
-                   output_hidden_states=True, use_cache=True).hidden_states[-1]  # (S, W, H)
-    piece, column = scored.nonzero(as_tuple=True)  # a reply's token never starts its piece
-    logp = head_logprobs(accelerator, model, hidden[piece, column - 1], temperature)  # (K, V)
-    chosen = logp.gather(-1, ids[piece, column][:, None]).squeeze(-1)           # (K,)
-    starts = torch.tensor([start for _, start, _ in pieces], device=ids.device)
-    rows = torch.tensor([row for row, _, _ in pieces], device=ids.device)
-    at = (rows[piece], starts[piece] + column)
-    out = torch.zeros(written.shape, device=input_ids.device)
-    entropies = out.index_put(at, -(logp.exp() * logp).sum(-1)) if entropy else None
-    return out.index_put(at, chosen), entropies
+    pieces.sort(key=lambda piece: piece[2] - piece[1])  # stable: the same batch, the same order
+    logps = torch.zeros(written.shape, device=input_ids.device)
+    entropies = torch.zeros(written.shape, device=input_ids.device) if entropy else None
+    for first in range(0, len(pieces), at_once):
+        group = pieces[first:first + at_once]
+        width = max(end - start for _, start, end in group)
+        ids = torch.zeros(len(group), width, dtype=torch.long, device=input_ids.device)
+        mask = torch.zeros(len(group), prompt + width, dtype=torch.long, device=input_ids.device)
+        scored = torch.zeros_like(ids, dtype=torch.bool)                        # (S, W)
+        for k, (row, start, end) in enumerate(group):  # right-padded after the prompt
+            ids[k, :end - start] = input_ids[row, prompt + start:prompt + end]
+            mask[k, :prompt + end - start] = 1
+            scored[k, :end - start] = written[row, start:end].bool()
+        cache = DynamicCache(config=unwrapped.config)
+        unwrapped(input_ids=input_ids[:1, :prompt], cache=cache, use_cache=True)
+        cache.batch_repeat_interleave(len(group))
+        hidden = model(input_ids=ids, attention_mask=mask, cache=cache, logits_to_keep=1,
+                       output_hidden_states=True, use_cache=True).hidden_states[-1]  # (S, W, H)
+        piece, column = scored.nonzero(as_tuple=True)  # a reply's token never starts its piece
+        logp = head_logprobs(accelerator, model, hidden[piece, column - 1], temperature)  # (K, V)
+        chosen = logp.gather(-1, ids[piece, column][:, None]).squeeze(-1)       # (K,)
+        starts = torch.tensor([start for _, start, _ in group], device=ids.device)
+        rows = torch.tensor([row for row, _, _ in group], device=ids.device)
+        at = (rows[piece], starts[piece] + column)
+        logps = logps.index_put(at, chosen)
+        if entropy:
+            entropies = entropies.index_put(at, -(logp.exp() * logp).sum(-1))
+    return logps, entropies
 
 
 def trl_head_compact(device: torch.device) -> bool:
