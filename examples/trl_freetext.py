@@ -1079,11 +1079,12 @@ def turn_logprobs(accelerator, model, input_ids, written, temperature: float = 1
     every row; written (B, C), 1 on the replies. Each reply is scored with the prompt and the
     turn before it alone, as play sampled it: each turn and its reply is a piece, and the
     pieces, sorted by length, go `at_once` to a forward (through `model`: on P processes the
-    DDP wrapper, whose backward all-reduces) after the prompt's keys and values, so a piece is
-    padded to its neighbours' length, not the longest turn's (ScienceWorld's turns run from
-    a few dozen tokens to a few hundred: one forward of them all was about 60% padding); the
-    head only at the written tokens; 0 elsewhere. With `entropy`, also the sampling
-    distribution's entropy there (B, C), else None."""
+    DDP wrapper, whose backward all-reduces) after the prompt's keys and values (made again
+    for each group: the prompt is short), so a piece is padded to its neighbours' length, not
+    the longest piece's (ScienceWorld's pieces run from a few dozen tokens to a few hundred:
+    one forward of a batch's pieces would be about 60% padding); the head only at the written
+    tokens; 0 elsewhere. With `entropy`, also the sampling distribution's entropy there
+    (B, C), else None."""
     from transformers import DynamicCache
     prompt, unwrapped = input_ids.shape[1] - written.shape[1], accelerator.unwrap_model(model)
     pieces = []  # (row, its first column, its end) of each turn and its reply
