@@ -694,7 +694,7 @@ def test_the_trainer_scores_one_turn_replies_under_their_turns_or_refuses():
     require_trl(freetext.bridge.TRL_VERSION)
     from types import SimpleNamespace
     cls = freetext.make_trainer_class()
-    trainer = SimpleNamespace(one_turn=True, written=None, temperature=1.0,
+    trainer = SimpleNamespace(one_turn=True, written=None, temperature=1.0, in_loss=True,
                               accelerator=SimpleNamespace(device=torch.device("cpu")))
     ids = torch.ones(2, 10, dtype=torch.long)
     with pytest.raises(RuntimeError, match="cannot be scored as it was sampled"):
@@ -882,6 +882,37 @@ def test_one_iteration_with_a_llama_style_model_trains_and_logs_the_failures(
     assert "unreadable assessments" in (out / "summary.md").read_text()
 
 
+def test_an_update_with_nothing_to_teach_leaves_the_policy_as_it_was(tiny_llama, tmp_path,
+                                                                      monkeypatch):
+    """GRPO (R_env alone) where no episode can succeed (one step; no maze is that short):
+    every group is flat, every advantage 0, and the loss is the KL to the prior alone. The
+    reference is scored as the loss scores the policy, so at the prior the KL and its
+    gradient are 0 to the last bit, and the iteration's optimizer steps leave every weight as
+    it was. (A reference scored over the whole batch differs in the last bits; Adam, dividing
+    each step by the gradient's own scale, would turn that rounding into steps of about the
+    full learning rate.)"""
+    from safetensors.torch import load_file
+    out, scored, make = tmp_path / "out", [], freetext.make_trainer_class
+
+    def counted():
+        class Counted(make()):
+            def reference_logprobs(self, inputs):
+                scored.append(len(inputs["completion_ids"]))
+                return super().reference_logprobs(inputs)
+        return Counted
+    monkeypatch.setattr(freetext, "make_trainer_class", counted)
+    freetext.main(FREE_ARGS + ["--iterations", "1", "--variant", "grpo", "--max-steps", "1",
+                               "--model", str(tiny_llama), "--out", str(out),
+                               "--freetext-cache", str(tmp_path / "cache")])
+    record = json.loads((out / "log.jsonl").read_text())
+    assert record["success"] == 0 and record["zero_variance_groups"] == 1
+    assert record["trl/kl"] == 0 and record["trl/grad_norm"] == 0
+    assert scored == [4, 4]  # each minibatch's reference once, for both passes over it
+    before = load_file(tiny_llama / "model.safetensors")
+    after = load_file(out / "model.safetensors")
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
 def test_load_model_reads_a_chat_models_folder_in_float32_and_refuses_a_plain_one(tmp_path):
     from transformers import GPT2Config, GPT2LMHeadModel
     tokenizer = tokenizers()["bpe"]
@@ -945,6 +976,7 @@ def test_the_loss_reads_log_probs_computed_only_where_the_model_wrote(tiny_llama
     written = torch.zeros(3, 12, dtype=torch.long)  # the completion: the last 12 positions
     written[0, 2:6] = written[1, 7:12] = written[2, 1:5] = 1
     trainer = SimpleNamespace(written=written, one_turn=False, temperature=0.7,
+                              ref_model=None, in_loss=False,
                               accelerator=SimpleNamespace(unwrap_model=lambda m: m,
                                                           autocast=contextlib.nullcontext,
                                                           device=torch.device("cpu")))
@@ -985,6 +1017,7 @@ def test_under_bf16_the_written_tokens_head_scores_as_trls_fused_head(tiny_llama
     method = freetext.make_trainer_class()._get_per_token_logps_and_entropies
     for autocast, close in [(bf16, True), (contextlib.nullcontext, False)]:
         trainer = SimpleNamespace(written=written, one_turn=False, temperature=1.0,
+                                  ref_model=None, in_loss=False,
                                   accelerator=SimpleNamespace(unwrap_model=lambda m: m,
                                                               autocast=autocast,
                                                               device=torch.device("cpu")))

@@ -1150,6 +1150,7 @@ def make_trainer_class():
         written = None  # (B, C) the loss mask of the minibatch being trained on, or with
         # one_turn of the rollout's rows being scored
         one_turn = False  # does the player read one turn (--window): set by main
+        in_loss = False  # is the loss scoring a minibatch (else TRL, the whole batch)
         resumable = None  # what a checkpoint adds to TRL's: the prior's rows, the settings
 
         def _save_checkpoint(self, model, trial):
@@ -1196,10 +1197,30 @@ def make_trainer_class():
 
         def _compute_loss(self, model, inputs):
             self.written = inputs["completion_mask"] * inputs["tool_mask"]  # (B, C)
+            self.in_loss = True
             try:
+                if self.beta != 0.0 and inputs["ref_per_token_logps"].isnan().any():
+                    # once a minibatch: TRL hands each pass the same minibatch, kept in it
+                    inputs["ref_per_token_logps"] = self.reference_logprobs(inputs)
                 return super()._compute_loss(model, inputs)
             finally:
-                self.written = None
+                self.written, self.in_loss = None, False
+
+        def reference_logprobs(self, inputs) -> torch.Tensor:
+            """The reference's log-probs (B, C) of a minibatch, scored as the loss scores the
+            policy's: the same rows, padding and path. TRL scores the reference once over the
+            whole batch, padded and grouped otherwise, which differs from the policy's scoring
+            in the last bits (up to about 4e-6 on a ScienceWorld batch). At the first step,
+            the policy still the reference, the KL's gradient is then that rounding alone
+            (a norm of about 4e-7), and on a minibatch with nothing to teach (every advantage
+            0) Adam, which divides a step by the gradient's own scale, turns it into steps of
+            about the full learning rate. Scored here, the two agree to the last bit, and
+            that gradient is 0."""
+            ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)     # (B, P + C)
+            mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
+            with torch.no_grad():
+                return self._get_per_token_logps_and_entropies(
+                    self.ref_model, ids, mask, inputs["completion_ids"].shape[1])[0]
 
         def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask,
                                                logits_to_keep, batch_size=None,
@@ -1211,7 +1232,11 @@ def make_trainer_class():
             fused head already projects only the scored positions, in tiles. A player that
             reads one turn: always turn_logprobs, each reply under the turn it was sampled
             from (a batch whose written tokens are not known is refused: TRL's own forward
-            would read the whole completion as one chat)."""
+            would read the whole completion as one chat). The reference outside the loss:
+            NaN, never read (the loss scores it itself: reference_logprobs)."""
+            if not self.in_loss and model is self.ref_model:
+                return torch.full((len(input_ids), logits_to_keep), float("nan"),
+                                  device=input_ids.device), None, None
             if self.one_turn:
                 if self.written is None or self.written.shape != (len(input_ids),
                                                                   logits_to_keep):
