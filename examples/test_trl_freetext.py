@@ -888,9 +888,9 @@ def test_an_update_with_nothing_to_teach_leaves_the_policy_as_it_was(tiny_llama,
     every group is flat, every advantage 0, and the loss is the KL to the prior alone. The
     reference is scored as the loss scores the policy, so at the prior the KL and its
     gradient are 0 to the last bit, and the iteration's optimizer steps leave every weight as
-    it was. (A reference scored over the whole batch differs in the last bits; Adam, dividing
-    each step by the gradient's own scale, would turn that rounding into steps of about the
-    full learning rate.)"""
+    it was. (A reference scored outside the loss, by TRL's own forward and full head on a CPU,
+    differs in the last bits; AdamW, dividing each step by the gradient's own scale, would make
+    that rounding a step far larger than the gradient.)"""
     from safetensors.torch import load_file
     out, scored, make = tmp_path / "out", [], freetext.make_trainer_class
 
@@ -902,7 +902,7 @@ def test_an_update_with_nothing_to_teach_leaves_the_policy_as_it_was(tiny_llama,
         return Counted
     monkeypatch.setattr(freetext, "make_trainer_class", counted)
     freetext.main(FREE_ARGS + ["--iterations", "1", "--variant", "grpo", "--max-steps", "1",
-                               "--model", str(tiny_llama), "--out", str(out),
+                               "--update-epochs", "2", "--model", str(tiny_llama), "--out", str(out),
                                "--freetext-cache", str(tmp_path / "cache")])
     record = json.loads((out / "log.jsonl").read_text())
     assert record["success"] == 0 and record["zero_variance_groups"] == 1
@@ -911,6 +911,40 @@ def test_an_update_with_nothing_to_teach_leaves_the_policy_as_it_was(tiny_llama,
     before = load_file(tiny_llama / "model.safetensors")
     after = load_file(out / "model.safetensors")
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_a_one_turn_minibatchs_reference_is_scored_as_its_policy_to_the_last_bit(tiny_llama):
+    """For a player that reads one turn, the loss's reference is the minibatch's own, scored
+    by turn_logprobs with the minibatch's written tokens as the policy is: at the first step
+    (the same weights) the two are equal to the last bit, replies of several lengths padded."""
+    import functools
+    from types import SimpleNamespace
+    cls = freetext.make_trainer_class()
+    policy, _ = freetext.load_model(tiny_llama, torch.device("cpu"))
+    reference, _ = freetext.load_model(tiny_llama, torch.device("cpu"))
+    generator = torch.Generator().manual_seed(0)
+    prompt = torch.randint(3, policy.config.vocab_size, (1, 5), generator=generator)
+    completion = torch.randint(3, policy.config.vocab_size, (3, 14), generator=generator)
+    written = torch.zeros(3, 14, dtype=torch.long)  # two turns a row, each with its reply
+    written[0, 3:6] = written[0, 9:11] = written[1, 2:4] = written[1, 6:13] = 1
+    written[2, 4:5] = written[2, 7:9] = 1
+    completion_mask = torch.ones_like(completion)
+    completion_mask[2, 9:] = 0  # a shorter row, right-padded
+    trainer = SimpleNamespace(one_turn=True, in_loss=True, written=written * completion_mask,
+                              temperature=0.5, ref_model=reference,
+                              accelerator=SimpleNamespace(unwrap_model=lambda m: m,
+                                                          autocast=contextlib.nullcontext,
+                                                          device=torch.device("cpu")))
+    trainer._get_per_token_logps_and_entropies = functools.partial(
+        cls._get_per_token_logps_and_entropies, trainer)
+    inputs = {"prompt_ids": prompt.expand(3, -1), "prompt_mask": torch.ones(3, 5, dtype=torch.long),
+              "completion_ids": completion, "completion_mask": completion_mask}
+    scored = cls.reference_logprobs(trainer, inputs)
+    ids = torch.cat([inputs["prompt_ids"], completion], 1)
+    mask = torch.cat([inputs["prompt_mask"], completion_mask], 1)
+    logps, _, _ = trainer._get_per_token_logps_and_entropies(policy, ids, mask, 14,
+                                                             compute_entropy=True)
+    assert torch.equal(scored, logps.detach()) and (scored[trainer.written.bool()] < 0).all()
 
 
 def test_load_model_reads_a_chat_models_folder_in_float32_and_refuses_a_plain_one(tmp_path):
