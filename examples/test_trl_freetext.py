@@ -890,7 +890,7 @@ def test_an_update_with_nothing_to_teach_leaves_the_policy_as_it_was(tiny_llama,
     gradient are 0 to the last bit, and the iteration's optimizer steps leave every weight as
     it was. (A reference scored outside the loss, by TRL's own forward and full head on a CPU,
     differs in the last bits; AdamW, dividing each step by the gradient's own scale, would make
-    that rounding a step far larger than the gradient.)"""
+    that rounding a step of about the learning rate in each weight.)"""
     from safetensors.torch import load_file
     out, scored, make = tmp_path / "out", [], freetext.make_trainer_class
 

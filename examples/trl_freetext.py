@@ -1210,11 +1210,11 @@ def make_trainer_class():
             """The reference's log-probs (B, C) of a minibatch, scored as the loss scores the
             policy's: the same rows, padding and path. Scored outside the loss, where TRL asks
             for them, they would differ from the policy's in the last bits (a one-turn batch's
-            pieces grouped over the whole batch: about 4e-6 on a ScienceWorld batch; on a CPU,
+            pieces grouped over the whole batch: up to 4e-6 on a ScienceWorld batch; on a CPU,
             TRL's full head). At the first step, the policy still the reference, the KL's
             gradient would be that rounding alone (a norm of about 4e-7), and on a minibatch
             with nothing to teach (every advantage 0) AdamW, which divides a step by the
-            gradient's own scale, would make it a step far larger than the gradient. Scored
+            gradient's own scale, would make it a step of about the learning rate in each weight. Scored
             here, the two agree to the last bit on a CPU, and that gradient is 0."""
             ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)     # (B, P + C)
             mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
