@@ -902,7 +902,8 @@ def test_an_update_with_nothing_to_teach_leaves_the_policy_as_it_was(tiny_llama,
         return Counted
     monkeypatch.setattr(freetext, "make_trainer_class", counted)
     freetext.main(FREE_ARGS + ["--iterations", "1", "--variant", "grpo", "--max-steps", "1",
-                               "--update-epochs", "2", "--model", str(tiny_llama), "--out", str(out),
+                               "--update-epochs", "2", "--model", str(tiny_llama),
+                               "--out", str(out),
                                "--freetext-cache", str(tmp_path / "cache")])
     record = json.loads((out / "log.jsonl").read_text())
     assert record["success"] == 0 and record["zero_variance_groups"] == 1

@@ -1214,8 +1214,9 @@ def make_trainer_class():
             TRL's full head). At the first step, the policy still the reference, the KL's
             gradient would be that rounding alone (a norm of about 4e-7), and on a minibatch
             with nothing to teach (every advantage 0) AdamW, which divides a step by the
-            gradient's own scale, would make it a step of about the learning rate in each weight. Scored
-            here, the two agree to the last bit on a CPU, and that gradient is 0."""
+            gradient's own scale, would make it a step of about the learning rate in each
+            weight. Scored here, the two agree to the last bit on a CPU, and that gradient
+            is 0."""
             ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)     # (B, P + C)
             mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
             with torch.no_grad():
