@@ -387,8 +387,7 @@ def test_sigterm_stops_a_compare_that_the_same_command_then_finishes(tmp_path, p
     import time
     args = COMPARE_ARGS + ["--prior-cache", str(prior_cache), "--out", str(tmp_path / "c"),
                            "--iterations", "20"]
-    # faulthandler: should the process ever die of a signal (once in CI: SIGABRT, "terminate called
-    # without an active exception", not reproduced in 95 tries here), stderr shows each thread's stack
+    # faulthandler: should the process die of a signal (SIGABRT, say), stderr shows each thread's stack
     run = subprocess.Popen([sys.executable, str(ROOT / "experiments" / "compare.py")] + args, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     deadline = time.time() + 120
